@@ -1,0 +1,19 @@
+//! Kernel trace formats, without I/O: everything here takes byte slices or `Read`.
+//!
+//! - [`format`]: `events/SYS/NAME/format` files (fields and print fmt text).
+//! - [`header`]: `events/header_page` and `events/header_event`.
+//! - [`printfmt`]: the print fmt expression language, compiled once, rendered per record.
+//! - [`page`]: ring-buffer pages as the kernel writes them.
+//! - [`tracedat`]: trace-cmd's `trace.dat` files, versions 6 and 7.
+//! - [`symbols`]: kallsyms, printk formats and saved_cmdlines tables.
+//! - [`text`]: the kernel's `trace` text layout (header block and context columns).
+
+pub mod format;
+pub mod header;
+pub mod page;
+pub mod printfmt;
+pub mod symbols;
+pub mod text;
+pub mod tracedat;
+
+pub use format::{EventFormat, Field, FieldKind, FormatError};

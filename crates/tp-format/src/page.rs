@@ -1,0 +1,1 @@
+//! Ring-buffer pages as the kernel writes them (layout from `header_page`/`header_event`).

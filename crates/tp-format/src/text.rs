@@ -1,0 +1,1 @@
+//! The kernel's `trace` text layout: header block and per-event context columns.

@@ -1,0 +1,1 @@
+//! trace-cmd's `trace.dat`, versions 6 and 7.

@@ -1,0 +1,1 @@
+//! Typed static tracepoints for Rust programs.
