@@ -1,1 +1,61 @@
-fn main() {}
+//! The `tp` command. One module per subcommand; each has `Args` (clap) and
+//! `run(args) -> anyhow::Result<i32>` returning the process exit status.
+
+use clap::{Parser, Subcommand};
+
+mod extract;
+mod format;
+mod list;
+mod record;
+mod report;
+mod stream;
+
+#[derive(Parser)]
+#[command(name = "tp", version, about = "Linux tracepoints: record, report, list, format")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a trace file exactly as the kernel's `trace` file would.
+    Report(report::Args),
+    /// List the running kernel's events (optionally matching a glob).
+    List(list::Args),
+    /// Print an event's format file.
+    Format(format::Args),
+    /// Record kernel tracepoints into a trace.dat file.
+    Record(record::Args),
+    /// Write a tracefs buffer's current contents to a trace.dat file.
+    Extract(extract::Args),
+    /// Print events live as the kernel renders them (like trace_pipe).
+    Stream(stream::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Report(a) => report::run(a),
+        Command::List(a) => list::run(a),
+        Command::Format(a) => format::run(a),
+        Command::Record(a) => record::run(a),
+        Command::Extract(a) => extract::run(a),
+        Command::Stream(a) => stream::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) if is_broken_pipe(&e) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("tp: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// `tp report | head` ends quietly: a closed stdout is not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
