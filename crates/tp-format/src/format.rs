@@ -158,12 +158,13 @@ pub fn c_type_size(t: &str) -> Option<usize> {
     Some(match t {
         "char" | "signed char" | "unsigned char" | "u8" | "s8" | "__u8" | "__s8" | "bool"
         | "uint8_t" | "int8_t" => 1,
-        "short" | "unsigned short" | "u16" | "s16" | "__u16" | "__s16" | "uint16_t"
-        | "int16_t" => 2,
+        "short" | "unsigned short" | "u16" | "s16" | "__u16" | "__s16" | "uint16_t" | "int16_t" => {
+            2
+        }
         "int" | "unsigned int" | "unsigned" | "u32" | "s32" | "__u32" | "__s32" | "uint32_t"
         | "int32_t" | "pid_t" => 4,
-        "long" | "unsigned long" | "long long" | "unsigned long long" | "u64" | "s64"
-        | "__u64" | "__s64" | "uint64_t" | "int64_t" | "size_t" | "ssize_t" => 8,
+        "long" | "unsigned long" | "long long" | "unsigned long long" | "u64" | "s64" | "__u64"
+        | "__s64" | "uint64_t" | "int64_t" | "size_t" | "ssize_t" => 8,
         _ => return None,
     })
 }
@@ -300,8 +301,7 @@ pub fn parse_field_line(line: &str) -> Result<Field, String> {
 /// Split a C declaration into (name, type, kind).
 fn parse_declaration(decl: &str, size: usize) -> Result<(String, String, FieldKind), String> {
     let d = decl.trim();
-    for (prefix, kind) in [("__data_loc ", FieldKind::DataLoc), ("__rel_loc ", FieldKind::RelLoc)]
-    {
+    for (prefix, kind) in [("__data_loc ", FieldKind::DataLoc), ("__rel_loc ", FieldKind::RelLoc)] {
         if let Some(rest) = d.strip_prefix(prefix) {
             let (ty, name) = split_name(rest)?;
             let ty = ty.trim_end_matches("[]").trim().to_string();
@@ -330,10 +330,8 @@ fn parse_declaration(decl: &str, size: usize) -> Result<(String, String, FieldKi
 /// `unsigned long foo` -> (`unsigned long`, `foo`); `const char * p` -> (`const char *`, `p`).
 fn split_name(d: &str) -> Result<(String, String), String> {
     let d = d.trim();
-    let start = d
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map(|i| i + 1)
-        .unwrap_or(0);
+    let start =
+        d.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map(|i| i + 1).unwrap_or(0);
     let name = &d[start..];
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(format!("no field name in declaration {d:?}"));

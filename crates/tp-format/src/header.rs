@@ -38,7 +38,13 @@ impl HeaderPage {
     }
 
     pub fn parse(text: &str) -> Result<HeaderPage, String> {
-        let mut h = HeaderPage { timestamp_offset: 0, commit_offset: 0, commit_size: 0, data_offset: 0, data_size: 0 };
+        let mut h = HeaderPage {
+            timestamp_offset: 0,
+            commit_offset: 0,
+            commit_size: 0,
+            data_offset: 0,
+            data_size: 0,
+        };
         let mut seen = 0;
         for (i, line) in text.lines().enumerate() {
             let t = line.trim();
@@ -117,6 +123,8 @@ mod tests {
         assert_eq!(HeaderPage::X86_64.page_size(), 4096);
         assert!(check_header_event(HEADER_EVENT_TEXT).is_ok());
         assert!(check_header_event("type_len : 6 bits").is_err());
-        assert!(HeaderPage::parse("\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n").is_err());
+        assert!(
+            HeaderPage::parse("\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n").is_err()
+        );
     }
 }

@@ -1,1 +1,324 @@
-//! The kernel's `trace` text layout: header block and per-event context columns.
+//! The kernel's `trace` text layout: the header block and the context columns in front of
+//! each event (`kernel/trace/trace.c` print_func_help_header_irq, `trace_output.c`
+//! trace_print_context and trace_print_lat_fmt).
+//!
+//! ```text
+//!             bash-1970    [001] .....    56.079472: sched_switch: prev_comm=...
+//!           <idle>-0       (-------) [000] d..2.   324.220955: ...   (record-tgid on)
+//! ```
+
+/// Which optional columns the instance printed (its `options/record-tgid` and
+/// `options/irq-info`; irq-info is on by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Columns {
+    pub tgid: bool,
+    pub irq_info: bool,
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns { tgid: false, irq_info: true }
+    }
+}
+
+/// `common_flags` bits (include/linux/trace_events.h, kernels 6.13 and later).
+pub mod flags {
+    pub const IRQS_OFF: u8 = 0x01;
+    pub const NEED_RESCHED_LAZY: u8 = 0x02;
+    pub const NEED_RESCHED: u8 = 0x04;
+    pub const HARDIRQ: u8 = 0x08;
+    pub const SOFTIRQ: u8 = 0x10;
+    pub const PREEMPT_RESCHED: u8 = 0x20;
+    pub const NMI: u8 = 0x40;
+    pub const BH_OFF: u8 = 0x80;
+}
+
+/// The header block `trace` starts with, for the nop tracer.
+pub fn write_header(out: &mut String, entries: u64, written: u64, ncpus: usize, cols: Columns) {
+    out.push_str("# tracer: nop\n#\n");
+    out.push_str(&format!(
+        "# entries-in-buffer/entries-written: {entries}/{written}   #P:{ncpus}\n#\n"
+    ));
+    // The tgid column widens the prefix by 10 characters.
+    let pad = if cols.tgid { "          " } else { "" };
+    if cols.irq_info {
+        for line in [
+            "                                _-----=> irqs-off/BH-disabled",
+            "                               / _----=> need-resched",
+            "                              | / _---=> hardirq/softirq",
+            "                              || / _--=> preempt-depth",
+            "                              ||| / _-=> migrate-disable",
+            "                              |||| /     delay",
+        ] {
+            out.push('#');
+            out.push_str(pad);
+            out.push_str(line);
+            out.push('\n');
+        }
+        if cols.tgid {
+            out.push_str("#           TASK-PID       TGID    CPU#  |||||  TIMESTAMP  FUNCTION\n");
+            out.push_str("#              | |           |       |   |||||     |         |\n");
+        } else {
+            out.push_str("#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n");
+            out.push_str("#              | |         |   |||||     |         |\n");
+        }
+    } else if cols.tgid {
+        out.push_str("#           TASK-PID       TGID    CPU#     TIMESTAMP  FUNCTION\n");
+        out.push_str("#              | |           |       |         |         |\n");
+    } else {
+        out.push_str("#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n");
+        out.push_str("#              | |         |         |         |\n");
+    }
+}
+
+/// What the context columns show for one event.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub comm: &'a str,
+    pub pid: i32,
+    /// Only printed with [`Columns::tgid`]; `None` prints `(-------)`.
+    pub tgid: Option<i32>,
+    pub cpu: u32,
+    pub flags: u8,
+    pub preempt_count: u8,
+    pub ts: u64,
+}
+
+/// Write `comm-pid [cpu] flags  secs.usecs: ` as the kernel does. `ts_in_ns` is true for the
+/// nanosecond clocks (local, global, mono, boot, ...); counter clocks print the raw count.
+pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns: bool) {
+    // "%16s-%-7d "
+    pad_left(out, c.comm, 16);
+    out.push('-');
+    let start = out.len();
+    push_i64(out, c.pid as i64);
+    pad_to(out, start, 7);
+    out.push(' ');
+    if cols.tgid {
+        match c.tgid {
+            Some(t) if t != 0 => {
+                out.push('(');
+                let start = out.len();
+                push_i64(out, t as i64);
+                right_align(out, start, 7);
+                out.push_str(") ");
+            }
+            _ => out.push_str("(-------) "),
+        }
+    }
+    // "[%03d] "
+    out.push('[');
+    let start = out.len();
+    push_u64(out, c.cpu as u64);
+    zero_pad(out, start, 3);
+    out.push_str("] ");
+    if cols.irq_info {
+        write_lat_fmt(out, c.flags, c.preempt_count);
+    }
+    write_timestamp(out, c.ts, ts_in_ns);
+    out.push_str(": ");
+}
+
+/// The five flag characters: irqs-off/BH, need-resched, hardirq/softirq, preempt depth,
+/// migrate-disable depth.
+pub fn write_lat_fmt(out: &mut String, f: u8, preempt: u8) {
+    use flags::*;
+    let bh_off = f & BH_OFF != 0;
+    let irqs_off = f & IRQS_OFF != 0;
+    out.push(match (irqs_off, bh_off) {
+        (true, true) => 'D',
+        (true, false) => 'd',
+        (false, true) => 'b',
+        (false, false) => '.',
+    });
+    out.push(match f & (NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED) {
+        x if x == NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED => 'B',
+        x if x == NEED_RESCHED | PREEMPT_RESCHED => 'N',
+        x if x == NEED_RESCHED_LAZY | PREEMPT_RESCHED => 'L',
+        x if x == NEED_RESCHED | NEED_RESCHED_LAZY => 'b',
+        NEED_RESCHED => 'n',
+        PREEMPT_RESCHED => 'p',
+        NEED_RESCHED_LAZY => 'l',
+        _ => '.',
+    });
+    let (nmi, hard, soft) = (f & NMI != 0, f & HARDIRQ != 0, f & SOFTIRQ != 0);
+    out.push(match (nmi, hard, soft) {
+        (true, true, _) => 'Z',
+        (true, false, _) => 'z',
+        (false, true, true) => 'H',
+        (false, true, false) => 'h',
+        (false, false, true) => 's',
+        _ => '.',
+    });
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let depth = preempt & 0xf;
+    out.push(if depth != 0 { HEX[depth as usize] as char } else { '.' });
+    let migrate = preempt >> 4;
+    out.push(if migrate != 0 { HEX[migrate as usize] as char } else { '.' });
+}
+
+/// `" %5lu.%06lu"` of the timestamp rounded to microseconds (the kernel's ns2usecs adds 500
+/// before dividing), or `" %12llu"` for counter clocks.
+pub fn write_timestamp(out: &mut String, ts: u64, ts_in_ns: bool) {
+    out.push(' ');
+    if !ts_in_ns {
+        let start = out.len();
+        push_u64(out, ts);
+        right_align(out, start, 12);
+        return;
+    }
+    let usecs = ts.saturating_add(500) / 1000;
+    let start = out.len();
+    push_u64(out, usecs / 1_000_000);
+    right_align(out, start, 5);
+    out.push('.');
+    let start = out.len();
+    push_u64(out, usecs % 1_000_000);
+    zero_pad(out, start, 6);
+}
+
+/// `CPU:N [LOST M EVENTS]`, printed before the first event after a gap; an unknown count
+/// prints `CPU:N [LOST EVENTS]`.
+pub fn write_lost(out: &mut String, cpu: u32, count: Option<u64>) {
+    out.push_str("CPU:");
+    push_u64(out, cpu as u64);
+    match count {
+        Some(n) => {
+            out.push_str(" [LOST ");
+            push_u64(out, n);
+            out.push_str(" EVENTS]\n");
+        }
+        None => out.push_str(" [LOST EVENTS]\n"),
+    }
+}
+
+/// True for trace clocks whose timestamps are nanoseconds (printed as seconds.micros).
+pub fn clock_is_ns(clock: &str) -> bool {
+    !matches!(clock, "counter" | "x86-tsc" | "uptime" | "ppc-tb")
+}
+
+/// Append a decimal unsigned integer without going through `fmt`.
+pub fn push_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// Append a decimal signed integer.
+pub fn push_i64(out: &mut String, v: i64) {
+    if v < 0 {
+        out.push('-');
+    }
+    push_u64(out, v.unsigned_abs());
+}
+
+fn pad_left(out: &mut String, s: &str, width: usize) {
+    for _ in s.chars().count()..width {
+        out.push(' ');
+    }
+    out.push_str(s);
+}
+
+/// Pad what was written since `start` with spaces on the right up to `width`.
+fn pad_to(out: &mut String, start: usize, width: usize) {
+    for _ in out.len() - start..width {
+        out.push(' ');
+    }
+}
+
+/// Right-align what was written since `start` in `width` columns.
+fn right_align(out: &mut String, start: usize, width: usize) {
+    let n = out.len() - start;
+    if n < width {
+        out.insert_str(start, &"                    "[..width - n]);
+    }
+}
+
+/// Left-pad with zeros what was written since `start` to `width` digits.
+fn zero_pad(out: &mut String, start: usize, width: usize) {
+    let n = out.len() - start;
+    if n < width {
+        out.insert_str(start, &"00000000000000000000"[..width - n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(comm: &str, pid: i32, cpu: u32, flags: u8, pc: u8, ts: u64) -> String {
+        let mut s = String::new();
+        let c = Context { comm, pid, tgid: None, cpu, flags, preempt_count: pc, ts };
+        write_context(&mut s, &c, Columns::default(), true);
+        s
+    }
+
+    #[test]
+    fn matches_kernel_lines() {
+        // Lines from this machine's /sys/kernel/tracing/instances/X/trace.
+        assert_eq!(
+            ctx("bash", 1970, 1, 0, 0, 56_079_472_000),
+            "            bash-1970    [001] .....    56.079472: "
+        );
+        assert_eq!(
+            ctx("<idle>", 0, 0, 0x01, 2, 324_220_955_400),
+            "          <idle>-0       [000] d..2.   324.220955: "
+        );
+        // Rounding to the nearest microsecond, as ns2usecs does.
+        assert_eq!(
+            ctx("a", 1, 0, 0, 0, 1_999_999_500),
+            "               a-1       [000] .....     2.000000: "
+        );
+        let mut s = String::new();
+        let c = Context {
+            comm: "bash",
+            pid: 24400,
+            tgid: Some(24400),
+            cpu: 1,
+            flags: 1,
+            preempt_count: 2,
+            ts: 324_221_012_000,
+        };
+        write_context(&mut s, &c, Columns { tgid: true, irq_info: true }, true);
+        assert_eq!(s, "            bash-24400   (  24400) [001] d..2.   324.221012: ");
+    }
+
+    #[test]
+    fn flag_characters() {
+        let lat = |f, p| {
+            let mut s = String::new();
+            write_lat_fmt(&mut s, f, p);
+            s
+        };
+        use flags::*;
+        assert_eq!(lat(IRQS_OFF | BH_OFF, 0), "D....");
+        assert_eq!(lat(BH_OFF | SOFTIRQ, 0x11), "b.s11");
+        assert_eq!(lat(NEED_RESCHED | PREEMPT_RESCHED | HARDIRQ, 0), ".Nh..");
+        assert_eq!(lat(NEED_RESCHED_LAZY | HARDIRQ | SOFTIRQ, 0x2f), ".lHf2");
+        assert_eq!(lat(NMI | HARDIRQ, 0), "..Z..");
+        assert_eq!(lat(NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED, 0), ".B...");
+    }
+
+    #[test]
+    fn lost_and_header() {
+        let mut s = String::new();
+        write_lost(&mut s, 3, Some(17));
+        write_lost(&mut s, 0, None);
+        assert_eq!(s, "CPU:3 [LOST 17 EVENTS]\nCPU:0 [LOST EVENTS]\n");
+        let mut h = String::new();
+        write_header(&mut h, 26, 26, 2, Columns { tgid: true, irq_info: true });
+        assert!(h.contains(
+            "#                                          _-----=> irqs-off/BH-disabled\n"
+        ));
+        assert!(h.contains("# entries-in-buffer/entries-written: 26/26   #P:2\n"));
+    }
+}
