@@ -1,0 +1,22 @@
+use super::util::tracefs;
+use tp_tracefs::EventId;
+
+#[test]
+fn globs_select_what_the_listing_says() {
+    let tfs = tracefs();
+    let all = tfs.available_events().unwrap();
+    let sched = tfs.match_events("sched").unwrap();
+    let want: Vec<_> = all.iter().filter(|e| e.system == "sched").cloned().collect();
+    assert_eq!(sched, want);
+    assert!(!sched.is_empty());
+    let sw = tfs.match_events("sched:sched_*").unwrap();
+    assert!(sw.iter().all(|e| e.system == "sched" && e.name.starts_with("sched_")));
+    assert!(sw.contains(&EventId::new("sched", "sched_switch")));
+    let one = tfs.match_events("syscalls:sys_enter_openat").unwrap();
+    assert_eq!(one, vec![EventId::new("syscalls", "sys_enter_openat")]);
+    assert_eq!(tfs.match_events("*:*").unwrap(), all);
+    assert!(tfs.match_events("no_such_system_xyz").unwrap().is_empty());
+    let u = tfs.match_all(&["sched:sched_switch", "sched", "raw_syscalls"]).unwrap();
+    assert_eq!(u.len(), sched.len() + 2);
+    assert!(matches!(tfs.match_all(&["nope_nope"]), Err(tp_tracefs::Error::NoSuchEvent { .. })));
+}

@@ -1,0 +1,6 @@
+mod capture;
+mod discovery;
+mod events;
+mod instance;
+mod stale;
+pub mod util;
