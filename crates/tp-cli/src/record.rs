@@ -1,8 +1,313 @@
-//! Not implemented yet (issue 3).
+//! `tp record`: record kernel tracepoints into a trace.dat file.
+//!
+//! Every recording uses its own tracefs instance (`instances/tp-<pid>`), removed on every
+//! exit path (normal end, Ctrl-C, SIGTERM, error, panic: the instance's `Drop`); after a
+//! SIGKILL the next tp run removes it. One thread per CPU splices the ring-buffer pages into
+//! per-CPU temporary files; at the end they go into the trace.dat with the metadata.
 
-#[derive(clap::Args)]
-pub struct Args {}
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+use anyhow::{bail, Context, Result};
+use tp_tracefs::process::{self, ExitStatus, Signals};
+use tp_tracefs::{CaptureConfig, CpuStats};
+
+pub mod output;
+pub mod session;
+mod status;
+
+use session::{Selection, Settings, Target};
+
+/// Per-CPU ring buffer size tp uses unless `-b` says otherwise (see the README's "Recording
+/// defaults"): large enough that a reader woken at half full never falls behind a
+/// syscall-heavy workload.
+pub const DEFAULT_BUFFER_KB: u64 = 32 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compression {
+    Zstd,
+    None,
+}
+
+/// `tp record` arguments (boxed: they are large next to the other subcommands').
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub opts: Box<Opts>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Opts {
+    /// Events to record: `sched`, `sched:sched_*`, `syscalls:sys_enter_openat`, `*:*`
+    /// (repeatable; as `tp list GLOB` shows).
+    #[arg(short = 'e', long = "event", value_name = "GLOB")]
+    pub events: Vec<String>,
+    /// Filter for the preceding -e, in the kernel's filter syntax (e.g. 'common_pid == 1').
+    #[arg(short = 'f', long = "filter", value_name = "FILTER")]
+    pub filters: Vec<String>,
+    /// Trace these processes (repeatable; all their threads).
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pids: Vec<i32>,
+    /// Trace all processes (the default without -p or a command).
+    #[arg(short = 'a', long = "all", conflicts_with = "pids")]
+    pub all: bool,
+    /// Per-CPU buffer size in KiB.
+    #[arg(short = 'b', long = "buffer-size", value_name = "KB")]
+    pub buffer_kb: Option<u64>,
+    /// Trace clock (local, global, mono, mono_raw, boot, x86-tsc, ...).
+    #[arg(short = 'C', long = "clock", default_value = "mono")]
+    pub clock: String,
+    /// Output file.
+    #[arg(short = 'o', long = "output", default_value = "trace.dat")]
+    pub output: PathBuf,
+    /// Compression of the trace.dat sections (version 7 only).
+    #[arg(long, value_enum, default_value = "zstd")]
+    pub compress: Compression,
+    /// trace.dat version.
+    #[arg(long = "file-version", default_value = "7", value_parser = clap::value_parser!(u32).range(6..=7))]
+    pub file_version: u32,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the command ends.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Use (and restore) an existing instance instead of a private one.
+    #[arg(short = 'B', long = "instance", value_name = "NAME")]
+    pub instance: Option<String>,
+    /// No status line and no summary.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// The command to trace, with its children: `tp record -e sched -- make -j2`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 =
+        num.trim().parse().map_err(|_| format!("not a duration: {s:?} (e.g. 10s, 500ms, 2m)"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("not a duration: {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+/// Why the recording stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    CommandExited(ExitStatus),
+    Duration,
+    Signal(i32),
+    PidsGone,
+}
+
+pub fn run(args: Args) -> Result<i32> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let args = &*args.opts;
+    let selections = session::pair_filters(&argv, &args.events, &args.filters)?;
+    record(args, &selections)
+}
+
+fn target_of(args: &Opts) -> Target {
+    if !args.command.is_empty() {
+        Target::Command(args.command.clone())
+    } else if !args.pids.is_empty() {
+        Target::Pids(args.pids.clone())
+    } else {
+        Target::All
+    }
+}
+
+fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
+    if args.file_version == 6 && args.compress == Compression::Zstd && explicit_compress() {
+        bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
+    }
+    // Signals first: a Ctrl-C during setup must still clean up.
+    let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
+    let buffer_kb =
+        args.buffer_kb.or(if args.instance.is_none() { Some(DEFAULT_BUFFER_KB) } else { None });
+    let settings = Settings {
+        selections,
+        target: target_of(args),
+        buffer_kb,
+        clock: &args.clock,
+        instance: args.instance.as_deref(),
+    };
+    let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
+    let tmp = TempPages::new(&args.output)?;
+    let cpus = inst.cpus()?;
+    let mut outs = Vec::new();
+    for &c in &cpus {
+        outs.push((c, tmp.create(c)?));
+    }
+    let cap = inst.capture(outs, &CaptureConfig::default())?;
+    let t0 = Instant::now();
+    session::start(&inst, &mut child)?;
+    let live = !args.quiet && process::is_tty(2);
+    let mut status = status::Status::new(live, cpus.len());
+    let mut waiter = Waiter {
+        args,
+        inst: &inst,
+        child: &mut child,
+        traced_pids: &traced_pids,
+        signals: &signals,
+        t0,
+        signals_seen: 0,
+    };
+    let stop = waiter.wait_for_stop(&cap, &mut status)?;
+    inst.set_tracing_on(false)?;
+    let elapsed = t0.elapsed();
+    let per_cpu = cap.finish()?;
+    status.clear();
+    let stats: Vec<CpuStats> = inst.all_stats()?;
+    // Restore the default signal dispositions only after the child has been handled.
+    let exit = match stop {
+        Stop::CommandExited(st) => st.as_shell_code(),
+        Stop::Signal(s) if child.is_some() => 128 + s,
+        _ => 0,
+    };
+    let meta = output::Metadata::collect(&tfs, &inst, &events, stats)?;
+    let page_size = meta.page_size;
+    let files: Vec<(u32, PathBuf)> = per_cpu.iter().map(|c| (c.cpu, tmp.path(c.cpu))).collect();
+    let lost = output::lost_events(&meta, &files)?;
+    let opts = output::WriteOptions {
+        version: args.file_version,
+        compress: args.compress == Compression::Zstd && args.file_version >= 7,
+    };
+    let written = output::write_tracedat(&args.output, &meta, &files, &opts);
+    // The instance goes before the summary so a slow terminal does not keep it alive.
+    let inst_name = inst.name().to_string();
+    inst.remove().with_context(|| format!("removing instance {inst_name}"))?;
+    drop(signals);
+    let bytes: u64 = per_cpu.iter().map(|c| c.bytes).sum();
+    if !args.quiet {
+        status::summary(
+            &args.output,
+            elapsed,
+            bytes,
+            page_size,
+            &meta.stats,
+            &lost,
+            stop,
+            written.is_ok(),
+        );
+    }
+    written?;
+    Ok(exit)
+}
+
+use session::Session;
+
+fn explicit_compress() -> bool {
+    std::env::args().any(|a| a == "--compress" || a.starts_with("--compress="))
+}
+
+struct Waiter<'a> {
+    args: &'a Opts,
+    inst: &'a tp_tracefs::Instance,
+    child: &'a mut Option<tp_tracefs::process::GatedChild>,
+    traced_pids: &'a [i32],
+    signals: &'a Signals,
+    t0: Instant,
+    signals_seen: u32,
+}
+
+impl Waiter<'_> {
+    fn wait_for_stop(
+        &mut self,
+        cap: &tp_tracefs::Capture<'_>,
+        status: &mut status::Status,
+    ) -> Result<Stop> {
+        let tick = Duration::from_millis(250);
+        let mut next_pid_check = Instant::now() + Duration::from_secs(1);
+        loop {
+            if let Some(c) = self.child.as_ref() {
+                if let Some(st) = process::wait_pid(c.pid(), true)? {
+                    // Reaped: forget it so nothing waits for it again.
+                    *self.child = None;
+                    return Ok(Stop::CommandExited(st));
+                }
+            }
+            if let Some(d) = self.args.duration {
+                if self.t0.elapsed() >= d {
+                    return Ok(Stop::Duration);
+                }
+            }
+            if matches!(target_of(self.args), Target::Pids(_)) && Instant::now() >= next_pid_check {
+                next_pid_check = Instant::now() + Duration::from_secs(1);
+                if self.traced_pids.iter().all(|&p| !tp_tracefs::sys::process_alive(p)) {
+                    return Ok(Stop::PidsGone);
+                }
+            }
+            let wait = match self.args.duration {
+                Some(d) => tick.min(d.saturating_sub(self.t0.elapsed())),
+                None => tick,
+            };
+            for d in self.signals.wait(wait)? {
+                let sig = d.signal;
+                if sig == libc::SIGCHLD {
+                    continue;
+                }
+                let Some(c) = self.child.as_ref() else { return Ok(Stop::Signal(sig)) };
+                self.signals_seen += 1;
+                if self.signals_seen > 1 {
+                    // A second Ctrl-C/SIGTERM: stop now, leave the command to itself.
+                    return Ok(Stop::Signal(sig));
+                }
+                // Terminal Ctrl-C reached the command too (same foreground group); anything
+                // sent to tp alone is passed on. tp stops when the command exits.
+                if sig != libc::SIGINT || d.sent_by_process {
+                    let _ = process::kill(c.pid(), sig);
+                }
+            }
+            status.update(self.t0.elapsed(), &cap.bytes(), self.inst);
+        }
+    }
+}
+
+/// Per-CPU page files next to the output, removed on drop.
+struct TempPages {
+    dir: PathBuf,
+}
+
+impl TempPages {
+    fn new(output: &Path) -> Result<TempPages> {
+        let parent = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "trace.dat".into());
+        let dir = parent.join(format!(".{name}.tp-{}.d", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(TempPages { dir })
+    }
+
+    fn path(&self, cpu: u32) -> PathBuf {
+        self.dir.join(format!("cpu{cpu}"))
+    }
+
+    fn create(&self, cpu: u32) -> Result<File> {
+        let p = self.path(cpu);
+        File::create(&p).with_context(|| format!("creating {}", p.display()))
+    }
+}
+
+impl Drop for TempPages {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

@@ -105,9 +105,8 @@ fn is_tracefs_path(p: &std::path::Path) -> bool {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Sys { source, .. } | Error::NotRoot { source, .. } => Some(source),
-            _ => None,
-        }
+        // The io::Error's text is already part of Display; not chaining it avoids printing
+        // it twice in `{:#}` reports.
+        None
     }
 }

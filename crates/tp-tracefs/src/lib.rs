@@ -56,6 +56,7 @@ pub mod capture;
 pub mod error;
 pub mod events;
 pub mod instance;
+pub mod process;
 pub mod sys;
 pub mod tracefs;
 

@@ -1,0 +1,188 @@
+//! Setting up a tracefs buffer from the command line: events with their filters, pids, the
+//! child command, buffer size, clock. Shared by `tp record` and `tp stream`.
+
+use std::ffi::OsString;
+
+use anyhow::{bail, Context, Result};
+use tp_tracefs::process::{self, GatedChild};
+use tp_tracefs::{EventId, Instance, Tracefs};
+
+/// An event glob with the filter given right after it (`-e GLOB -f FILTER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub glob: String,
+    pub filter: Option<String>,
+}
+
+/// Pair each `-f` with the `-e` before it, using the order on the command line (clap keeps
+/// the two lists separately). `argv` are the process arguments.
+pub fn pair_filters(
+    argv: &[OsString],
+    events: &[String],
+    filters: &[String],
+) -> Result<Vec<Selection>> {
+    let mut seq: Vec<(bool, String)> = Vec::new(); // (is_event, value)
+    let mut it = argv.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        let (is_e, val) = if a == "-e" || a == "--event" {
+            (true, it.next())
+        } else if a == "-f" || a == "--filter" {
+            (false, it.next())
+        } else if let Some(v) = a.strip_prefix("--event=") {
+            (true, Some(v.to_string()))
+        } else if let Some(v) = a.strip_prefix("--filter=") {
+            (false, Some(v.to_string()))
+        } else if a.starts_with("-e") && a.len() > 2 && !a.starts_with("--") {
+            (true, Some(a[2..].to_string()))
+        } else if a.starts_with("-f") && a.len() > 2 && !a.starts_with("--") {
+            (false, Some(a[2..].to_string()))
+        } else {
+            continue;
+        };
+        if let Some(v) = val {
+            seq.push((is_e, v));
+        }
+    }
+    let got_e: Vec<&String> = seq.iter().filter(|(e, _)| *e).map(|(_, v)| v).collect();
+    let got_f: Vec<&String> = seq.iter().filter(|(e, _)| !*e).map(|(_, v)| v).collect();
+    if got_e.len() != events.len()
+        || got_f.len() != filters.len()
+        || got_e.iter().zip(events).any(|(a, b)| *a != b)
+        || got_f.iter().zip(filters).any(|(a, b)| *a != b)
+    {
+        if filters.is_empty() {
+            return Ok(events
+                .iter()
+                .map(|g| Selection { glob: g.clone(), filter: None })
+                .collect());
+        }
+        bail!("could not tell which -e each -f follows; write them as separate `-e GLOB -f FILTER` arguments");
+    }
+    let mut out: Vec<Selection> = Vec::new();
+    for (is_e, v) in seq {
+        if is_e {
+            out.push(Selection { glob: v, filter: None });
+        } else {
+            let last = out.last_mut().context("-f FILTER must follow the -e GLOB it applies to")?;
+            if last.filter.is_some() {
+                bail!("two filters for -e {}: combine them with && in one -f", last.glob);
+            }
+            last.filter = Some(v);
+        }
+    }
+    Ok(out)
+}
+
+/// What to trace: which processes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Every process.
+    All,
+    /// These pids (their threads are included).
+    Pids(Vec<i32>),
+    /// A command started by tp, with its children.
+    Command(Vec<OsString>),
+}
+
+/// The buffer tp records from, configured; the child (if any) is still at its gate.
+pub struct Session {
+    pub tfs: Tracefs,
+    pub inst: Instance,
+    pub events: Vec<EventId>,
+    pub child: Option<GatedChild>,
+    pub traced_pids: Vec<i32>,
+}
+
+pub struct Settings<'a> {
+    pub selections: &'a [Selection],
+    pub target: Target,
+    pub buffer_kb: Option<u64>,
+    pub clock: &'a str,
+    /// `-B NAME`: an existing instance instead of a private one.
+    pub instance: Option<&'a str>,
+}
+
+/// Find tracefs, remove stale instances (saying so), create/open the buffer and configure it.
+/// Tracing is left off; the caller starts capture, then [`Session::start`].
+pub fn setup(s: &Settings<'_>) -> Result<Session> {
+    let tfs = Tracefs::discover()?;
+    match tp_tracefs::remove_stale(&tfs) {
+        Ok(removed) => {
+            for name in removed {
+                eprintln!("tp: removed stale instance instances/{name} (its tp process is gone)");
+            }
+        }
+        Err(e) => eprintln!("tp: warning: could not remove stale instances: {e}"),
+    }
+    let inst = match s.instance {
+        Some(name) => Instance::open(&tfs, name)?,
+        None => Instance::create(&tfs)?,
+    };
+    inst.set_tracing_on(false)?;
+    if inst.is_owned() {
+        // A fresh instance is empty; a named one may hold data the user wants, keep it.
+        inst.set_option("record-tgid", true).ok();
+    }
+    if let Some(kb) = s.buffer_kb {
+        inst.set_buffer_size_kb(kb)?;
+    }
+    inst.set_clock(s.clock)?;
+    let mut events = Vec::new();
+    for sel in s.selections {
+        let evs = tfs.match_events(&sel.glob)?;
+        if evs.is_empty() {
+            bail!("no event matches {:?} (see `tp list`)", sel.glob);
+        }
+        for e in &evs {
+            if let Some(f) = &sel.filter {
+                inst.set_filter(e, f)?;
+            }
+            if !events.contains(e) {
+                events.push(e.clone());
+            }
+        }
+    }
+    if events.is_empty() {
+        if inst.is_owned() {
+            bail!("no events to record: give -e GLOB (e.g. -e sched, -e 'syscalls:sys_enter_*')");
+        }
+        events = inst.enabled_events()?;
+        if events.is_empty() {
+            bail!("instance {} has no events enabled and none were given with -e", inst.name());
+        }
+    }
+    let mut traced_pids = Vec::new();
+    let mut child = None;
+    match &s.target {
+        Target::All => {}
+        Target::Pids(pids) => {
+            for &p in pids {
+                traced_pids.extend(process::threads_of(p)?);
+            }
+            inst.set_event_pids(&traced_pids)?;
+        }
+        Target::Command(argv) => {
+            let c = GatedChild::spawn(argv)?;
+            traced_pids.push(c.pid());
+            inst.set_event_pids(&traced_pids)?;
+            inst.set_event_fork(true)?;
+            child = Some(c);
+        }
+    }
+    for e in &events {
+        inst.enable(e).with_context(|| format!("enabling {e}"))?;
+    }
+    Ok(Session { tfs, inst, events, child, traced_pids })
+}
+
+/// Turn tracing on, then let the child run.
+pub fn start(inst: &Instance, child: &mut Option<GatedChild>) -> Result<()> {
+    inst.set_tracing_on(true)?;
+    if let Some(c) = child {
+        c.release()?;
+    }
+    Ok(())
+}
