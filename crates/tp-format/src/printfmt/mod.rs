@@ -4,10 +4,49 @@
 //! - [`Compiled::compile`]: `EventFormat` -> compiled program (error names the event and
 //!   the position in the print fmt).
 //! - [`Compiled::render`]: record bytes + [`RenderCtx`] -> text appended to a `String`,
-//!   exactly as the kernel's `trace` file prints the part after `name: `.
+//!   exactly as the kernel's `trace` file prints the part after `name: `, without the
+//!   line's final newline.
+//! - [`Compiled::prints_name`]: whether the kernel prints `name: ` before that text (false
+//!   for the syscall events and ftrace's own events, which the kernel prints with C code).
+//!
+//! Modules: [`lex`] (tokens), [`parse`] (C expressions -> typed [`ast::Node`]s, fields
+//! resolved), [`printf`] (the kernel's vsnprintf rules), [`pointer`] (`%p` extensions),
+//! [`helpers`] (`__print_flags` and friends), [`render`] (evaluation), [`special`] (events
+//! printed by C code).
+//!
+//! Values are typed like C: every node has a size and signedness after promotions and
+//! casts, and a conversion reads the argument as `vsnprintf` would from a `va_list`.
+//!
+//! What cannot be known from the record is printed as `[?]` (see [`render::BAD`]): a field
+//! beyond the end of a short record, an argument that needs kernel state (kvmmmu's
+//! `trace_seq_printf(p, ...)` with `role.level`, unknown functions or identifiers). Such
+//! arguments are listed by [`Compiled::unsupported`]; the rest of the line still renders.
+//! `%s` of a kernel pointer prints the string from `printk_formats` when known, else `0x...`.
+//! `jiffies_to_msecs` uses `HZ` = [`DEFAULT_HZ`] (CONFIG_HZ of the kernel this was written
+//! for, read from /proc/config.gz) unless [`CompileOptions`] say otherwise; bare enumeration
+//! constants come from [`CompileOptions::constants`] or a built-in table for 6.18 (`consts`).
 
-use crate::format::EventFormat;
+mod ast;
+mod consts;
+mod helpers;
+mod lex;
+mod parse;
+mod pointer;
+mod printf;
+mod render;
+mod special;
+#[cfg(test)]
+mod tests;
+
+use crate::format::{EventFormat, Field};
 use crate::symbols::{Kallsyms, PrintkFormats};
+use ast::Node;
+use printf::{Conv, Count, Piece};
+use render::{Env, Op};
+use special::Special;
+
+/// `CONFIG_HZ` assumed for `jiffies_to_msecs` (250 on the reference machine).
+pub const DEFAULT_HZ: u32 = 250;
 
 /// What rendering needs besides the record.
 #[derive(Debug, Clone, Copy)]
@@ -19,10 +58,34 @@ pub struct RenderCtx<'a> {
     pub long_size: usize,
 }
 
-/// A compiled print fmt (placeholder until the compiler lands).
+/// Facts about the traced kernel that print fmts depend on.
+#[derive(Debug, Clone, Copy)]
+pub struct CompileOptions<'a> {
+    /// `CONFIG_HZ`, for `jiffies_to_msecs`.
+    pub hz: u32,
+    /// Values of bare identifiers in print fmts (enumeration constants the kernel did not
+    /// export with `TRACE_DEFINE_ENUM`, e.g. from BTF). Looked up before the built-in 6.18
+    /// table.
+    pub constants: Option<&'a std::collections::HashMap<String, i64>>,
+}
+
+impl Default for CompileOptions<'_> {
+    fn default() -> Self {
+        CompileOptions { hz: DEFAULT_HZ, constants: None }
+    }
+}
+
+/// A compiled print fmt.
 #[derive(Debug, Clone)]
 pub struct Compiled {
-    _private: (),
+    kind: Kind,
+    unsupported: Vec<PrintFmtError>,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Fmt { ops: Vec<Op>, args: Vec<Node>, fields: Vec<Field> },
+    Special(Special),
 }
 
 /// A print fmt that could not be parsed or compiled.
@@ -46,12 +109,110 @@ impl std::error::Error for PrintFmtError {}
 
 impl Compiled {
     pub fn compile(event: &EventFormat) -> Result<Compiled, PrintFmtError> {
-        Err(PrintFmtError {
-            event: format!("{}:{}", event.system, event.name),
-            pos: 0,
-            message: "print fmt compiler not implemented yet".into(),
-        })
+        Self::compile_with(event, &CompileOptions::default())
     }
 
-    pub fn render(&self, _record: &[u8], _ctx: &RenderCtx<'_>, _out: &mut String) {}
+    /// As [`Compiled::compile`], with facts about the traced kernel.
+    pub fn compile_with(
+        event: &EventFormat,
+        opts: &CompileOptions<'_>,
+    ) -> Result<Compiled, PrintFmtError> {
+        let err = |pos: usize, message: String| PrintFmtError {
+            event: format!("{}:{}", event.system, event.name),
+            pos,
+            message,
+        };
+        if let Some(s) = Special::detect(event) {
+            return Ok(Compiled { kind: Kind::Special(s), unsupported: Vec::new() });
+        }
+        let src = event.print_fmt.as_str();
+        let toks = lex::lex(src).map_err(|(p, m)| err(p, m))?;
+        let mut p = parse::Parser::new(&toks, src.len(), event, opts.hz, opts.constants);
+        let mut unsupported = Vec::new();
+        let parsed = p
+            .printfmt(&mut |pe: parse::PErr| unsupported.push(err(pe.pos, pe.msg)))
+            .map_err(|e| err(e.pos, e.msg))?;
+        let fields = std::mem::take(&mut p.fields);
+        let mut args = parsed.args;
+        let mut ops = Vec::new();
+        let mut next = 0usize;
+        let mut take = |args: &mut Vec<Node>, what: &str| -> Result<u16, PrintFmtError> {
+            let i = next;
+            next += 1;
+            if i >= args.len() {
+                return Err(err(
+                    0,
+                    format!("format wants a {what} argument #{} but has {}", i + 1, args.len()),
+                ));
+            }
+            u16::try_from(i).map_err(|_| err(0, "too many arguments".into()))
+        };
+        for piece in printf::parse_fmt(&parsed.fmt) {
+            match piece {
+                Piece::Lit(l) => ops.push(Op::Lit(String::from_utf8_lossy(&l).into())),
+                Piece::Stop => {
+                    ops.push(Op::Stop);
+                    break;
+                }
+                Piece::Spec(spec) => {
+                    let width_arg = if spec.width == Count::Arg {
+                        Some(take(&mut args, "width")?)
+                    } else {
+                        None
+                    };
+                    let prec_arg = if spec.prec == Count::Arg {
+                        Some(take(&mut args, "precision")?)
+                    } else {
+                        None
+                    };
+                    let arg = take(&mut args, "value")?;
+                    ops.push(Op::Conv { spec, arg, width_arg, prec_arg });
+                }
+            }
+        }
+        // Merge adjacent literals (a `%%` splits them).
+        let mut merged: Vec<Op> = Vec::with_capacity(ops.len());
+        for op in ops {
+            if let (Some(Op::Lit(a)), Op::Lit(b)) = (merged.last_mut(), &op) {
+                let mut s = String::from(std::mem::take(a));
+                s.push_str(b);
+                *a = s.into();
+                continue;
+            }
+            merged.push(op);
+        }
+        let _ = Conv::Char;
+        Ok(Compiled { kind: Kind::Fmt { ops: merged, args, fields }, unsupported })
+    }
+
+    /// Append the event's text for `record` (the whole record, common fields included).
+    pub fn render(&self, record: &[u8], ctx: &RenderCtx<'_>, out: &mut String) {
+        match &self.kind {
+            Kind::Fmt { ops, args, fields } => {
+                let env = Env { rec: record, be: ctx.big_endian, fields };
+                render::run(ops, args, &env, ctx, out);
+            }
+            Kind::Special(s) => s.render(record, ctx, out),
+        }
+    }
+
+    /// Whether the kernel's line shows `name: ` before the text. False for `sys_enter_*`,
+    /// `sys_exit_*` (`sys_openat(...)`, `sys_openat -> 0x3`) and ftrace's `print`, `bputs`,
+    /// `bprint`, `function`, `raw_data`, `kernel_stack`, `user_stack`.
+    pub fn prints_name(&self) -> bool {
+        match &self.kind {
+            Kind::Fmt { .. } => true,
+            Kind::Special(s) => s.prints_name(),
+        }
+    }
+
+    /// Arguments that need kernel state the record does not carry; each renders as `[?]`.
+    pub fn unsupported(&self) -> &[PrintFmtError] {
+        &self.unsupported
+    }
+
+    /// True when the kernel prints this event with C code rather than its print fmt.
+    pub fn is_special(&self) -> bool {
+        matches!(self.kind, Kind::Special(_))
+    }
 }

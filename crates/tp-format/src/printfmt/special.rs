@@ -1,0 +1,338 @@
+//! Events the kernel prints with C code instead of their print fmt: the syscall events
+//! (kernel/trace/trace_syscalls.c) and ftrace's own events (kernel/trace/trace_output.c).
+
+use super::ast::IntTy;
+use super::printf::{self, parse_fmt, push_dec, Conv, Count, Piece, PtrExt, LEFT};
+use super::render::{conv, Env, Val, BAD};
+use super::RenderCtx;
+use crate::format::{read_uint, EventFormat, Field, FieldKind};
+
+#[derive(Debug, Clone)]
+pub(crate) enum Special {
+    /// `sys_openat(dfd: 0xffffff9c, filename: 0x..., flags: 0x241, mode: 0x1b6)`.
+    SysEnter {
+        name: Box<str>,
+        args: Vec<(Box<str>, usize)>,
+        user: Option<(usize, Field)>,
+    },
+    /// `sys_openat -> 0x3`.
+    SysExit {
+        name: Box<str>,
+        ret: usize,
+    },
+    /// trace_marker: `tracing_mark_write: text`.
+    Print {
+        ip: usize,
+        buf: usize,
+    },
+    Bputs {
+        ip: usize,
+        s: usize,
+    },
+    Bprint {
+        ip: usize,
+        fmt: usize,
+        buf: usize,
+    },
+    RawData {
+        id: usize,
+        buf: usize,
+    },
+    Function {
+        ip: usize,
+        parent: usize,
+    },
+    KernelStack {
+        caller: usize,
+    },
+    UserStack {
+        caller: usize,
+        n: usize,
+    },
+}
+
+fn off(ev: &EventFormat, name: &str) -> Option<usize> {
+    ev.field(name).map(|f| f.offset)
+}
+
+impl Special {
+    pub fn detect(ev: &EventFormat) -> Option<Special> {
+        if ev.system == "syscalls" {
+            if let Some(n) = ev.name.strip_prefix("sys_enter_") {
+                let mut args = Vec::new();
+                let mut user = None;
+                for f in ev.fields.iter().filter(|f| f.name != "__syscall_nr") {
+                    if matches!(f.kind, FieldKind::DataLoc | FieldKind::RelLoc) {
+                        // `__<arg>_val`: user memory the kernel copied (6.19+).
+                        let arg = f.name.trim_start_matches("__").trim_end_matches("_val");
+                        if let Some(i) =
+                            args.iter().position(|(a, _): &(Box<str>, usize)| &**a == arg)
+                        {
+                            user = Some((i, f.clone()));
+                        }
+                        continue;
+                    }
+                    args.push((f.name.clone().into_boxed_str(), f.offset));
+                }
+                return Some(Special::SysEnter { name: format!("sys_{n}").into(), args, user });
+            }
+            if let Some(n) = ev.name.strip_prefix("sys_exit_") {
+                return Some(Special::SysExit {
+                    name: format!("sys_{n}").into(),
+                    ret: off(ev, "ret")?,
+                });
+            }
+            return None;
+        }
+        if ev.system != "ftrace" {
+            return None;
+        }
+        Some(match ev.name.as_str() {
+            "print" => Special::Print { ip: off(ev, "ip")?, buf: off(ev, "buf")? },
+            "bputs" => Special::Bputs { ip: off(ev, "ip")?, s: off(ev, "str")? },
+            "bprint" => {
+                Special::Bprint { ip: off(ev, "ip")?, fmt: off(ev, "fmt")?, buf: off(ev, "buf")? }
+            }
+            "raw_data" => Special::RawData { id: off(ev, "id")?, buf: off(ev, "buf")? },
+            "function" => Special::Function { ip: off(ev, "ip")?, parent: off(ev, "parent_ip")? },
+            "kernel_stack" => Special::KernelStack { caller: off(ev, "caller")? },
+            "user_stack" => {
+                let f = ev.field("caller")?;
+                Special::UserStack { caller: f.offset, n: f.size / 8 }
+            }
+            _ => return None,
+        })
+    }
+
+    /// Whether the kernel prints `name: ` before the text (the syscall and ftrace events'
+    /// own printers do not).
+    pub fn prints_name(&self) -> bool {
+        false
+    }
+
+    /// Render; the kernel's final newline is left out, as for print fmt events.
+    pub fn render(&self, rec: &[u8], ctx: &RenderCtx<'_>, out: &mut String) {
+        let be = ctx.big_endian;
+        let u64_at = |o: usize| rec.get(o..o + 8).map(|b| read_uint(b, be));
+        let u32_at = |o: usize| rec.get(o..o + 4).map(|b| read_uint(b, be));
+        match self {
+            Special::SysEnter { name, args, user } => {
+                out.push_str(name);
+                out.push('(');
+                for (i, (a, o)) in args.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(a);
+                    out.push_str(": ");
+                    match u64_at(*o) {
+                        Some(v) if v < 10 => push_dec(out, v),
+                        Some(v) => {
+                            out.push_str("0x");
+                            printf::push_hex(out, v);
+                        }
+                        None => out.push_str(BAD),
+                    }
+                    if let Some((ui, f)) = user {
+                        if *ui == i {
+                            match f.bytes(rec, be) {
+                                Some(s) => {
+                                    out.push_str(" \"");
+                                    let end = memchr::memchr(0, s).unwrap_or(s.len());
+                                    printf::push_bytes(out, &s[..end]);
+                                    out.push('"');
+                                }
+                                None => out.push_str(BAD),
+                            }
+                        }
+                    }
+                }
+                out.push(')');
+            }
+            Special::SysExit { name, ret } => {
+                out.push_str(name);
+                out.push_str(" -> 0x");
+                match u64_at(*ret) {
+                    Some(v) => printf::push_hex(out, v),
+                    None => out.push_str(BAD),
+                }
+            }
+            Special::Print { ip, buf } => {
+                ip_sym(out, u64_at(*ip), ctx);
+                out.push_str(": ");
+                let s = rec.get(*buf..).unwrap_or(&[]);
+                let end = memchr::memchr(0, s).unwrap_or(s.len());
+                let s = &s[..end];
+                // The kernel stores the text with a newline (adding one when the write had
+                // none) and prints it as the line's end.
+                printf::push_bytes(out, s.strip_suffix(b"\n").unwrap_or(s));
+            }
+            Special::Bputs { ip, s } => {
+                ip_sym(out, u64_at(*ip), ctx);
+                out.push_str(": ");
+                match u64_at(*s) {
+                    Some(p) => {
+                        let start = out.len();
+                        super::render::kernel_string(out, p, ctx);
+                        strip_nl(out, start);
+                    }
+                    None => out.push_str(BAD),
+                }
+            }
+            Special::Bprint { ip, fmt, buf } => {
+                ip_sym(out, u64_at(*ip), ctx);
+                out.push_str(": ");
+                let Some(p) = u64_at(*fmt) else {
+                    out.push_str(BAD);
+                    return;
+                };
+                let Some(f) = ctx.printk.get(p) else {
+                    out.push_str("[UNKNOWN BPRINT FMT 0x");
+                    printf::push_hex(out, p);
+                    out.push(']');
+                    return;
+                };
+                let start = out.len();
+                bstr_printf(out, f.as_bytes(), rec.get(*buf..).unwrap_or(&[]), ctx);
+                strip_nl(out, start);
+            }
+            Special::RawData { id, buf } => {
+                out.push_str("# ");
+                match u32_at(*id) {
+                    Some(v) => printf::push_hex(out, v),
+                    None => out.push_str(BAD),
+                }
+                out.push_str(" buf:");
+                for b in rec.get(*buf..).unwrap_or(&[]) {
+                    out.push(' ');
+                    printf::push_hex2(out, *b, false);
+                }
+            }
+            Special::Function { ip, parent } => {
+                ip_sym(out, u64_at(*ip), ctx);
+                if let Some(p) = u64_at(*parent).filter(|p| *p != 0) {
+                    out.push_str(" <-");
+                    ip_sym(out, Some(p), ctx);
+                }
+            }
+            Special::KernelStack { caller } => {
+                out.push_str("<stack trace>");
+                let mut o = *caller;
+                while let Some(v) = u64_at(o) {
+                    if v == u64::MAX {
+                        break;
+                    }
+                    out.push_str("\n => ");
+                    ip_sym(out, Some(v), ctx);
+                    o += 8;
+                }
+            }
+            Special::UserStack { caller, n } => {
+                out.push_str("<user stack trace>");
+                for i in 0..*n {
+                    match u64_at(caller + 8 * i) {
+                        Some(v) if v != 0 => {
+                            out.push_str("\n =>  <");
+                            printf::number(out, v, 16, printf::SMALL | printf::ZEROPAD, 16, -1);
+                            out.push('>');
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn strip_nl(out: &mut String, start: usize) {
+    if out.len() > start && out.ends_with('\n') {
+        out.pop();
+    }
+}
+
+/// `seq_print_ip_sym()` without the sym-offset option: `0` for 0, the bare symbol name, or
+/// `0x%08lx` when no symbol covers the address.
+fn ip_sym(out: &mut String, ip: Option<u64>, ctx: &RenderCtx<'_>) {
+    let Some(ip) = ip else {
+        out.push_str(BAD);
+        return;
+    };
+    if ip == 0 {
+        out.push('0');
+        return;
+    }
+    match ctx.kallsyms.resolve(ip).filter(|r| r.size > 0 || r.offset == 0) {
+        Some(r) => out.push_str(r.name),
+        None => {
+            out.push_str("0x");
+            printf::number(out, ip, 16, printf::SMALL | printf::ZEROPAD, 8, -1);
+        }
+    }
+}
+
+/// `bstr_printf()`: a `trace_printk` format applied to the argument words `vbin_printf`
+/// packed (ints aligned to their size, 8-byte values to 4, strings inline, `%p`
+/// extensions that dereference already rendered to strings).
+pub(crate) fn bstr_printf(out: &mut String, fmt: &[u8], buf: &[u8], ctx: &RenderCtx<'_>) {
+    let env = Env { rec: &[], be: ctx.big_endian, fields: &[] };
+    let mut p = 0usize;
+    let get = |p: &mut usize, size: usize| -> Option<u64> {
+        let align = size.min(4);
+        *p = p.div_ceil(align) * align;
+        let v = buf.get(*p..*p + size).map(|b| read_uint(b, ctx.big_endian));
+        *p += size;
+        v
+    };
+    for piece in parse_fmt(fmt) {
+        match piece {
+            Piece::Lit(l) => printf::push_bytes(out, &l),
+            Piece::Stop => return,
+            Piece::Spec(s) => {
+                let mut flags = s.flags;
+                let mut width = match s.width {
+                    Count::Fixed(w) => w,
+                    Count::Arg => get(&mut p, 4).unwrap_or(0) as u32 as i32,
+                    Count::None => -1,
+                };
+                if s.width == Count::Arg && width < 0 {
+                    flags |= LEFT;
+                    width = width.saturating_neg();
+                }
+                let prec = match s.prec {
+                    Count::Fixed(v) => v,
+                    Count::Arg => (get(&mut p, 4).unwrap_or(0) as u32 as i32).max(0),
+                    Count::None => -1,
+                };
+                let v = match &s.conv {
+                    Conv::Int { size, signed, .. } => match get(&mut p, *size as usize) {
+                        Some(x) => Val::Int(
+                            IntTy::new(*size as usize, *signed).norm(x),
+                            IntTy::new(*size as usize, *signed),
+                        ),
+                        None => Val::Bad,
+                    },
+                    Conv::Char => match get(&mut p, 1) {
+                        Some(x) => Val::Int(x, IntTy::U8),
+                        None => Val::Bad,
+                    },
+                    Conv::Ptr(PtrExt::Raw | PtrExt::Sym { .. }) => match get(&mut p, 8) {
+                        Some(x) => Val::Int(x, IntTy::ULONG),
+                        None => Val::Bad,
+                    },
+                    Conv::Str | Conv::Ptr(_) => {
+                        let rest = buf.get(p..).unwrap_or(&[]);
+                        let n = memchr::memchr(0, rest).unwrap_or(rest.len());
+                        p += n + 1;
+                        Val::Bytes(&rest[..n], IntTy::S8)
+                    }
+                };
+                let c = match &s.conv {
+                    Conv::Ptr(PtrExt::Raw | PtrExt::Sym { .. }) => s.conv.clone(),
+                    Conv::Ptr(_) => Conv::Str,
+                    c => c.clone(),
+                };
+                conv(out, &c, flags, width, prec, v, &env, ctx);
+            }
+        }
+    }
+}
