@@ -1,1 +1,114 @@
-//! Typed static tracepoints for Rust programs.
+//! Typed static tracepoints for Rust programs, in the kernel's own `TRACE_EVENT` format.
+//!
+//! # The five parts
+//!
+//! ```
+//! tp::trace_event! {
+//!     /// A request finished.                        <- docs
+//!     pub myapp:request(                              // 1. system:name
+//!         id: u32, path: &str, latency_ns: u64,       // 2. proto + args (typed)
+//!     ) {
+//!         fields {                                    // 3. the record's fields ...
+//!             id: u32,
+//!             path: str,                              //    (__data_loc char[] path)
+//!             latency_us: u64 = latency_ns / 1000,    // 4. ... and their assignment
+//!         }
+//!         printk("id=%u path=%s lat=%lluus", id, path, latency_us)   // 5. how it prints
+//!     }
+//! }
+//!
+//! // The site carries the format the kernel would publish for it:
+//! let text = tracepoint_request().format_text();
+//! assert!(text.contains("\tfield:__data_loc char[] path;\toffset:12;\tsize:4;\tsigned:0;\n"));
+//! assert!(text.contains("print fmt: \"id=%u path=%s lat=%lluus\", REC->id, __get_str(path), REC->latency_us"));
+//!
+//! // A typed probe:
+//! let h = register_trace_request(|id, path, _ns| assert_eq!((id, path), (1, "/")));
+//! trace_request(1, "/", 5_000);
+//! unregister_trace_request(h);
+//!
+//! // Recording (the default sink) into a file:
+//! let dir = std::env::temp_dir().join(format!("tp-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let rec = tp::Recorder::start(dir.join("trace.tp")).unwrap();
+//! trace_request(2, "/a", 1_000);
+//! let stats = rec.stop().unwrap();
+//! assert_eq!((stats.events, stats.lost), (1, 0));
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+//!
+//! # Pieces
+//! - [`trace_event!`] declares tracepoints; each is a [`Site`] in a linker section, listed by
+//!   [`tracepoints()`], with its `format` text ([`Site::format_text`]).
+//! - Probes: `register_trace_NAME` / `unregister_trace_NAME` (typed), [`Site::register_raw`]
+//!   (raw records). Read-copy-update keeps the hot path lock-free ([`rcu`]).
+//! - Control: [`enable`], [`disable`], [`set_events`] by glob, and `TP_EVENTS` in the
+//!   environment (read at first use: `TP_EVENTS='myapp:*,other:req_*'`).
+//! - Sinks: the [`Recorder`] (per-thread kernel-format pages, a background thread, one file)
+//!   and the [`TextSink`] (trace_pipe-like lines). [`init_from_env`] starts them from
+//!   `TP_RECORD=path` / `TP_TEXT=stderr|path`.
+
+pub mod clock;
+mod ctx;
+pub mod field;
+mod macros;
+mod output;
+pub mod printk;
+pub mod rcu;
+pub mod read;
+pub mod recorder;
+pub mod registry;
+pub mod ring;
+mod site;
+pub mod text;
+
+pub use field::CharArray;
+pub use recorder::{RecordError, Recorder, RecorderBuilder, Stats};
+pub use registry::{add_sink, disable, enable, find, set_events, tracepoints, SinkHandle};
+pub use site::{Common, Event, Meta, ProbeHandle, Site};
+pub use text::TextSink;
+
+/// Sinks started by [`init_from_env`]; dropping it stops them (the recording is written).
+#[derive(Debug, Default)]
+pub struct EnvGuard {
+    pub recorder: Option<Recorder>,
+    pub text: Option<TextSink>,
+}
+
+/// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder),
+/// `TP_TEXT=stderr|PATH` (start the text sink).
+pub fn init_from_env() -> Result<EnvGuard, RecordError> {
+    registry::init();
+    let mut g = EnvGuard::default();
+    if let Some(p) = std::env::var_os("TP_RECORD") {
+        g.recorder = Some(Recorder::start(p)?);
+    }
+    match std::env::var("TP_TEXT").as_deref() {
+        Ok("stderr") | Ok("1") => g.text = Some(TextSink::stderr()),
+        Ok(p) if !p.is_empty() => {
+            g.text = Some(TextSink::file(p).map_err(|source| RecordError::Io {
+                path: p.into(),
+                op: "create",
+                source,
+            })?)
+        }
+        _ => {}
+    }
+    Ok(g)
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::field::{print_kind_of, FieldDesc, FieldType, Layout};
+    pub use crate::printk::{check as check_printk, Msg};
+    pub use crate::registry::TRACEPOINTS;
+    pub use crate::site::{emit, Common, Meta, RecordWriter, TypedProbe};
+    pub use core::marker::PhantomData;
+    pub use linkme;
+    pub use tp_macros::paste;
+
+    /// Tracepoint arguments are passed to every probe, so they must be `Copy`
+    /// (pass `&T` for anything bigger).
+    #[inline(always)]
+    pub fn tracepoint_arguments_must_be_copy<T: Copy>() {}
+}

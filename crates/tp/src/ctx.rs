@@ -1,0 +1,89 @@
+//! The per-thread context: the RCU reader, the cached thread id and the thread's recorder
+//! buffer. One `thread_local!` access per enabled event.
+
+use crate::rcu::Reader;
+use std::cell::Cell;
+
+pub(crate) struct ThreadCtx {
+    pub reader: Reader,
+    tid: Cell<i32>,
+    /// The recorder buffer of this thread, valid while `rec_gen` equals the recorder's
+    /// current generation (checked inside a read section).
+    pub rec: Cell<*const crate::recorder::Ring>,
+    pub rec_gen: Cell<u64>,
+}
+
+impl ThreadCtx {
+    const fn new() -> ThreadCtx {
+        ThreadCtx {
+            reader: Reader::new(),
+            tid: Cell::new(0),
+            rec: Cell::new(core::ptr::null()),
+            rec_gen: Cell::new(u64::MAX),
+        }
+    }
+
+    #[inline(always)]
+    pub fn tid(&self) -> i32 {
+        let t = self.tid.get();
+        if t != 0 {
+            return t;
+        }
+        let t = gettid();
+        self.tid.set(t);
+        t
+    }
+}
+
+impl Drop for ThreadCtx {
+    fn drop(&mut self) {
+        self.reader.lock();
+        crate::recorder::thread_exit(self);
+        self.reader.unlock();
+    }
+}
+
+thread_local! {
+    static CTX: ThreadCtx = const { ThreadCtx::new() };
+}
+
+/// Run `f` with this thread's context; `None` while the thread is being torn down.
+#[inline(always)]
+pub(crate) fn with<R>(f: impl FnOnce(&ThreadCtx) -> R) -> Option<R> {
+    CTX.try_with(f).ok()
+}
+
+pub(crate) fn in_read_section() -> bool {
+    with(|c| c.reader.in_section()).unwrap_or(false)
+}
+
+/// The kernel thread id of the calling thread (what `common_pid` records).
+pub fn gettid() -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no arguments and cannot fail.
+        unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        std::process::id() as i32
+    }
+}
+
+/// Guard that leaves a read section even when a probe panics.
+pub(crate) struct ReadGuard<'a>(pub &'a ThreadCtx);
+
+impl<'a> ReadGuard<'a> {
+    #[inline(always)]
+    pub fn new(ctx: &'a ThreadCtx) -> Self {
+        ctx.reader.lock();
+        ReadGuard(ctx)
+    }
+}
+
+impl Drop for ReadGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.reader.unlock();
+    }
+}

@@ -1,0 +1,208 @@
+//! Read-copy-update for probe arrays and recorder buffers, with no lock and no shared write
+//! on the read side.
+//!
+//! Each thread that fires an enabled tracepoint owns a [`ReaderSlot`] (allocated once, reused
+//! after the thread exits, never freed). A read section stores `epoch | 1` into the thread's
+//! own slot, then reads the published pointer; leaving stores 0. An updater publishes a new
+//! pointer, advances the epoch, and [`synchronize`] waits until every slot is idle or entered
+//! after the advance; only then is the old object freed.
+//!
+//! The reader's store and its later load need store->load ordering. Instead of a full fence
+//! on every event, the updater forces one on every running thread with
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` (the asymmetric-fence scheme of user-space
+//! RCU), and readers use a compiler fence. Where membarrier is unavailable (old kernels,
+//! Miri) readers use a real `SeqCst` fence.
+
+use std::cell::Cell;
+use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// One thread's read-side state.
+pub struct ReaderSlot {
+    /// 0 when idle, `epoch | 1` inside a read section.
+    state: AtomicU64,
+    in_use: AtomicBool,
+    next: *const ReaderSlot,
+}
+
+// SAFETY: `next` is written once before the slot is published and never changed; the rest
+// are atomics.
+unsafe impl Sync for ReaderSlot {}
+// SAFETY: as above.
+unsafe impl Send for ReaderSlot {}
+
+static SLOTS: AtomicPtr<ReaderSlot> = AtomicPtr::new(core::ptr::null_mut());
+static EPOCH: AtomicU64 = AtomicU64::new(2);
+static LIGHT_READERS: AtomicBool = AtomicBool::new(false);
+static UPDATERS: Mutex<()> = Mutex::new(());
+/// Objects retired by updaters running inside a read section, freed by a later synchronize.
+static DEFERRED: Mutex<Vec<Box<dyn Send>>> = Mutex::new(Vec::new());
+
+/// Try to switch readers to compiler-only fences (call before any reader may run).
+pub fn init() {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 16;
+        // SAFETY: membarrier takes (cmd, flags, cpu_id) integers and touches no memory.
+        let r = unsafe { libc::syscall(libc::SYS_membarrier, REGISTER_PRIVATE_EXPEDITED, 0, 0) };
+        if r == 0 && std::env::var_os("TP_NO_MEMBARRIER").is_none() {
+            LIGHT_READERS.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+fn heavy_fence() {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    if LIGHT_READERS.load(Ordering::SeqCst) {
+        const PRIVATE_EXPEDITED: libc::c_int = 8;
+        // SAFETY: as in `init`; registration succeeded so this command is allowed.
+        let r = unsafe { libc::syscall(libc::SYS_membarrier, PRIVATE_EXPEDITED, 0, 0) };
+        assert_eq!(r, 0, "membarrier(PRIVATE_EXPEDITED) failed after registration");
+    }
+    fence(Ordering::SeqCst);
+}
+
+fn alloc_slot() -> &'static ReaderSlot {
+    let mut p = SLOTS.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: slots are leaked and never freed; `p` came from the list.
+        let s = unsafe { &*p };
+        if !s.in_use.load(Ordering::Relaxed)
+            && s.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        {
+            return s;
+        }
+        p = s.next as *mut ReaderSlot;
+    }
+    let slot = Box::leak(Box::new(ReaderSlot {
+        state: AtomicU64::new(0),
+        in_use: AtomicBool::new(true),
+        next: core::ptr::null(),
+    }));
+    let mut head = SLOTS.load(Ordering::Relaxed);
+    loop {
+        slot.next = head;
+        match SLOTS.compare_exchange_weak(head, slot, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return slot,
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// The calling thread's reader: one per thread, inside the thread context.
+pub struct Reader {
+    slot: Cell<Option<&'static ReaderSlot>>,
+    nesting: Cell<u32>,
+}
+
+impl Reader {
+    pub const fn new() -> Reader {
+        Reader { slot: Cell::new(None), nesting: Cell::new(0) }
+    }
+
+    /// Enter a read section (nestable).
+    #[inline(always)]
+    pub fn lock(&self) {
+        let n = self.nesting.get();
+        self.nesting.set(n + 1);
+        if n == 0 {
+            let slot = match self.slot.get() {
+                Some(s) => s,
+                None => {
+                    let s = alloc_slot();
+                    self.slot.set(Some(s));
+                    s
+                }
+            };
+            slot.state.store(EPOCH.load(Ordering::Acquire) | 1, Ordering::Relaxed);
+            if LIGHT_READERS.load(Ordering::Relaxed) {
+                compiler_fence(Ordering::SeqCst);
+            } else {
+                fence(Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Leave a read section.
+    #[inline(always)]
+    pub fn unlock(&self) {
+        let n = self.nesting.get() - 1;
+        self.nesting.set(n);
+        if n == 0 {
+            if let Some(s) = self.slot.get() {
+                s.state.store(0, Ordering::Release);
+            }
+        }
+    }
+
+    pub fn in_section(&self) -> bool {
+        self.nesting.get() > 0
+    }
+
+    /// This thread's slot, when it is inside a read section.
+    pub(crate) fn active_slot(&self) -> *const ReaderSlot {
+        match self.slot.get() {
+            Some(s) if self.in_section() => s,
+            _ => core::ptr::null(),
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Some(s) = self.slot.get() {
+            s.state.store(0, Ordering::Release);
+            s.in_use.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Wait until every read section that might have seen an object unpublished before this
+/// call has ended. Then free `garbage`. When called from inside a read section of the
+/// calling thread (a probe unregistering itself), the wait would never end: the garbage is
+/// kept and freed by a later call instead.
+pub fn retire(garbage: Box<dyn Send>) {
+    if crate::ctx::in_read_section() {
+        DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(garbage);
+        return;
+    }
+    let deferred = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()));
+    synchronize();
+    drop(garbage);
+    drop(deferred);
+}
+
+/// Wait for all read sections that began before this call (see the module docs), except
+/// the calling thread's own (it can't end while we wait in it).
+pub fn synchronize() {
+    let own = crate::ctx::with(|c| c.reader.active_slot()).unwrap_or(core::ptr::null());
+    let _g = UPDATERS.lock().unwrap_or_else(|e| e.into_inner());
+    let target = EPOCH.fetch_add(2, Ordering::SeqCst) + 2;
+    heavy_fence();
+    let mut p = SLOTS.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: slots are never freed.
+        let s = unsafe { &*p };
+        if core::ptr::eq(p, own) {
+            p = s.next as *mut ReaderSlot;
+            continue;
+        }
+        let mut spins = 0u32;
+        loop {
+            let st = s.state.load(Ordering::Acquire);
+            if st & 1 == 0 || st >= target {
+                break;
+            }
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else if spins < 1000 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+        p = s.next as *mut ReaderSlot;
+    }
+    fence(Ordering::SeqCst);
+}

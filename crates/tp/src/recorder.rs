@@ -1,0 +1,464 @@
+//! The in-process recorder: per-thread page rings (see [`crate::ring`]) drained by a
+//! background thread into per-thread spool files, assembled into one trace file when the
+//! recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
+//! the main thread).
+
+use crate::ctx::ThreadCtx;
+use crate::ring::{PageRing, PAGE_SIZE};
+use crate::site::{Common, RecordWriter, Site};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Once};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Nonzero while a recording runs; changes for every recording.
+static ACTIVE_GEN: AtomicU64 = AtomicU64::new(0);
+static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
+static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
+
+/// One thread's ring and where its pages go.
+pub(crate) struct Ring {
+    pub(crate) pages: PageRing,
+    /// The stream number in the file (trace.dat calls it a CPU).
+    cpu: usize,
+    tid: i32,
+    comm: String,
+}
+
+struct Shared {
+    rings: Mutex<Vec<Arc<Ring>>>,
+    pages_per_thread: usize,
+    stop: AtomicBool,
+    wake: (Mutex<bool>, Condvar),
+    next_cpu: AtomicU64,
+}
+
+struct Active {
+    gen: u64,
+    shared: Arc<Shared>,
+    drain: Option<JoinHandle<Spool>>,
+    path: PathBuf,
+    started: Instant,
+}
+
+/// What a finished recording wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    pub path: PathBuf,
+    /// Events in the file.
+    pub events: u64,
+    /// Events dropped because a thread's buffer was full.
+    pub lost: u64,
+    /// Pages in the file.
+    pub pages: u64,
+    /// Streams (threads) in the file.
+    pub streams: usize,
+}
+
+/// Errors of the recorder: what failed and on which path.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Another recording is already running in this process.
+    AlreadyRecording,
+    /// Creating, writing or renaming a file failed.
+    Io { path: PathBuf, op: &'static str, source: std::io::Error },
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::AlreadyRecording => write!(f, "a tp recording is already running"),
+            RecordError::Io { path, op, source } => {
+                write!(f, "{op} {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+fn io_err(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> RecordError {
+    let path = path.to_path_buf();
+    move |source| RecordError::Io { path, op, source }
+}
+
+/// Builder for a [`Recorder`].
+#[derive(Debug, Clone)]
+pub struct RecorderBuilder {
+    path: PathBuf,
+    pages_per_thread: usize,
+}
+
+impl RecorderBuilder {
+    /// Pages (4 KiB each) in each thread's buffer; default 256 (1 MiB). When the background
+    /// thread falls behind and a buffer is full, new events are dropped and counted.
+    pub fn pages_per_thread(mut self, n: usize) -> Self {
+        self.pages_per_thread = n.max(2);
+        self
+    }
+
+    /// Start recording every enabled tracepoint.
+    pub fn start(self) -> Result<Recorder, RecordError> {
+        crate::registry::init();
+        crate::clock::init();
+        let mut act = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if act.is_some() {
+            return Err(RecordError::AlreadyRecording);
+        }
+        let spool_dir = spool_dir(&self.path);
+        std::fs::create_dir_all(&spool_dir).map_err(io_err(&spool_dir, "create directory"))?;
+        let shared = Arc::new(Shared {
+            rings: Mutex::new(Vec::new()),
+            pages_per_thread: self.pages_per_thread,
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(false), Condvar::new()),
+            next_cpu: AtomicU64::new(0),
+        });
+        let gen = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
+        let sh = shared.clone();
+        let dir = spool_dir.clone();
+        let drain = std::thread::Builder::new()
+            .name("tp-recorder".into())
+            .spawn(move || drain_loop(sh, dir))
+            .map_err(io_err(&self.path, "spawn recorder thread for"))?;
+        *act = Some(Active {
+            gen,
+            shared,
+            drain: Some(drain),
+            path: self.path.clone(),
+            started: Instant::now(),
+        });
+        ACTIVE_GEN.store(gen, Ordering::Release);
+        drop(act);
+        install_exit_hooks();
+        crate::registry::set_recording(true);
+        Ok(Recorder { gen, done: false })
+    }
+}
+
+/// A running recording; the file is complete when this is dropped or [`stopped`](Self::stop).
+#[derive(Debug)]
+pub struct Recorder {
+    gen: u64,
+    done: bool,
+}
+
+impl Recorder {
+    /// Record into `path` (see the crate docs for the file format).
+    pub fn builder(path: impl Into<PathBuf>) -> RecorderBuilder {
+        RecorderBuilder { path: path.into(), pages_per_thread: 256 }
+    }
+
+    /// Start recording into `path` with default settings.
+    pub fn start(path: impl Into<PathBuf>) -> Result<Recorder, RecordError> {
+        Recorder::builder(path).start()
+    }
+
+    /// Events dropped so far because a buffer was full.
+    pub fn lost(&self) -> u64 {
+        with_active(self.gen, |a| {
+            a.shared
+                .rings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|r| r.pages.lost())
+                .sum()
+        })
+        .unwrap_or(0)
+    }
+
+    /// Stop, write the file, and say what it holds.
+    pub fn stop(mut self) -> Result<Stats, RecordError> {
+        self.done = true;
+        finish(Some(self.gen)).unwrap_or(Ok(Stats::default()))
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Some(Err(e)) = finish(Some(self.gen)) {
+                eprintln!("tp: recorder: {e}");
+            }
+        }
+    }
+}
+
+fn with_active<R>(gen: u64, f: impl FnOnce(&Active) -> R) -> Option<R> {
+    let a = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+    a.as_ref().filter(|a| a.gen == gen).map(f)
+}
+
+fn spool_dir(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".tp-spool");
+    PathBuf::from(s)
+}
+
+/// Record one event into the calling thread's ring (inside a read section).
+#[inline(always)]
+pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
+    ctx: &ThreadCtx,
+    site: &Site,
+    len: usize,
+    write: &W,
+) -> Option<(*const u8, u64)> {
+    let gen = ACTIVE_GEN.load(Ordering::Acquire);
+    let ring = if ctx.rec_gen.get() == gen { ctx.rec.get() } else { attach(ctx, gen)? };
+    let ts = crate::clock::now_ns();
+    // SAFETY: the ring of the current generation lives until the recording is finished,
+    // which waits for this read section to end.
+    let ring = unsafe { &*ring };
+    // SAFETY: this thread is the ring's only producer.
+    let dst = unsafe { ring.pages.reserve(len, ts)? };
+    // SAFETY: `reserve` gave `len` writable bytes at `dst`.
+    write(&mut unsafe { RecordWriter::new(dst, len) }, crate::site::common(ctx, site));
+    Some((dst, ts))
+}
+
+#[cold]
+#[inline(never)]
+fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
+    if gen == 0 {
+        return None;
+    }
+    let act = ACTIVE.try_lock().ok()?;
+    let a = act.as_ref().filter(|a| a.gen == gen)?;
+    let sh = &a.shared;
+    let ring = Arc::new(Ring {
+        pages: PageRing::new(sh.pages_per_thread),
+        cpu: sh.next_cpu.fetch_add(1, Ordering::Relaxed) as usize,
+        tid: ctx.tid(),
+        comm: thread_comm(),
+    });
+    let p = Arc::as_ptr(&ring);
+    sh.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    ctx.rec.set(p);
+    ctx.rec_gen.set(gen);
+    Some(p)
+}
+
+fn thread_comm() -> String {
+    let name = std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default();
+    let name = name.trim();
+    if name.is_empty() {
+        std::thread::current().name().unwrap_or("rust").chars().take(15).collect()
+    } else {
+        name.to_string()
+    }
+}
+
+/// The thread is exiting (inside a read section): hand over its last page.
+pub(crate) fn thread_exit(ctx: &ThreadCtx) {
+    let gen = ACTIVE_GEN.load(Ordering::Acquire);
+    if gen != 0 && ctx.rec_gen.get() == gen {
+        // SAFETY: ring of the current generation, alive until finish (which waits for us).
+        let ring = unsafe { &*ctx.rec.get() };
+        // SAFETY: we are the producer, and will not produce again.
+        unsafe { ring.pages.finish_page() };
+        ring.pages.closed.store(true, Ordering::Release);
+        ctx.rec_gen.set(u64::MAX);
+    }
+}
+
+/// Per-stream spool files, filled by the background thread.
+struct Spool {
+    dir: PathBuf,
+    files: Vec<Option<BufWriter<File>>>,
+    pages: Vec<u64>,
+    info: Vec<(i32, String, u64)>,
+    error: Option<RecordError>,
+}
+
+impl Spool {
+    fn page(&mut self, ring: &Ring, page: &[u8; PAGE_SIZE]) {
+        let cpu = ring.cpu;
+        if self.files.len() <= cpu {
+            self.files.resize_with(cpu + 1, || None);
+            self.pages.resize(cpu + 1, 0);
+            self.info.resize(cpu + 1, (0, String::new(), 0));
+        }
+        self.info[cpu] = (ring.tid, ring.comm.clone(), ring.pages.lost());
+        if self.error.is_some() {
+            return;
+        }
+        if self.files[cpu].is_none() {
+            let p = self.dir.join(format!("cpu{cpu}"));
+            match File::create(&p) {
+                Ok(f) => self.files[cpu] = Some(BufWriter::with_capacity(1 << 20, f)),
+                Err(e) => {
+                    self.error = Some(io_err(&p, "create")(e));
+                    return;
+                }
+            }
+        }
+        if let Some(f) = self.files[cpu].as_mut() {
+            if let Err(e) = f.write_all(page) {
+                self.error = Some(io_err(&self.dir, "write spool in")(e));
+            }
+        }
+        self.pages[cpu] += 1;
+    }
+
+    fn drain_all(&mut self, sh: &Shared) -> usize {
+        let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut n = 0;
+        for r in &rings {
+            n += r.pages.drain(|p| self.page(r, p));
+            if self.info.len() > r.cpu {
+                self.info[r.cpu].2 = r.pages.lost();
+            }
+        }
+        n
+    }
+}
+
+fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
+    let mut spool =
+        Spool { dir, files: Vec::new(), pages: Vec::new(), info: Vec::new(), error: None };
+    let start = Instant::now();
+    let mut next_cal = Duration::from_millis(100);
+    loop {
+        let stopping = sh.stop.load(Ordering::Acquire);
+        let n = spool.drain_all(&sh);
+        // Retire rings of exited threads once drained.
+        let closed: Vec<Arc<Ring>> = {
+            let mut rings = sh.rings.lock().unwrap_or_else(|e| e.into_inner());
+            let (c, open): (Vec<_>, Vec<_>) =
+                rings.drain(..).partition(|r| r.pages.closed.load(Ordering::Acquire));
+            *rings = open;
+            c
+        };
+        if !closed.is_empty() {
+            for r in &closed {
+                r.pages.drain(|p| spool.page(r, p));
+                if spool.info.len() <= r.cpu {
+                    spool.files.resize_with(r.cpu + 1, || None);
+                    spool.pages.resize(r.cpu + 1, 0);
+                    spool.info.resize(r.cpu + 1, (0, String::new(), 0));
+                }
+                spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
+            }
+            crate::rcu::synchronize();
+            drop(closed);
+        }
+        if stopping {
+            return spool;
+        }
+        if start.elapsed() >= next_cal {
+            crate::clock::recalibrate();
+            next_cal *= 4;
+        }
+        if n == 0 {
+            let (m, cv) = &sh.wake;
+            let g = m.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = cv.wait_timeout(g, Duration::from_millis(2));
+        }
+    }
+}
+
+/// End the recording `gen` (or whichever runs, for `None`) and write the file.
+fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
+    let mut act = {
+        let mut g = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        match (g.as_ref(), gen) {
+            (Some(a), Some(want)) if a.gen != want => return None,
+            (None, _) => return None,
+            _ => {}
+        }
+        g.take()?
+    };
+    ACTIVE_GEN.store(0, Ordering::Release);
+    crate::registry::set_recording(false);
+    // After this, no producer is inside a read section that saw the old generation.
+    crate::rcu::synchronize();
+    act.shared.stop.store(true, Ordering::Release);
+    act.shared.wake.1.notify_all();
+    let mut spool = match act.drain.take().map(|h| h.join()) {
+        Some(Ok(s)) => s,
+        _ => {
+            return Some(Err(RecordError::Io {
+                path: act.path.clone(),
+                op: "join recorder thread for",
+                source: std::io::Error::other("recorder thread panicked"),
+            }))
+        }
+    };
+    // The producers are quiescent: close every ring's partial page and take the rest.
+    let rings: Vec<Arc<Ring>> =
+        std::mem::take(&mut *act.shared.rings.lock().unwrap_or_else(|e| e.into_inner()));
+    for r in &rings {
+        // SAFETY: no producer can touch the ring any more (generation retired, grace period
+        // passed), so this thread may act as its producer.
+        unsafe { r.pages.finish_page() };
+        r.pages.drain(|p| spool.page(r, p));
+        if spool.info.len() > r.cpu {
+            spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
+        }
+    }
+    let _ = act.started;
+    Some(crate::output::write(&act.path, spool_into_streams(spool)))
+}
+
+fn spool_into_streams(
+    mut spool: Spool,
+) -> Result<(PathBuf, Vec<crate::output::Stream>), RecordError> {
+    for f in spool.files.iter_mut().flatten() {
+        let _ = f.flush();
+    }
+    if let Some(e) = spool.error.take() {
+        return Err(e);
+    }
+    let streams = (0..spool.files.len())
+        .filter(|&i| spool.pages[i] > 0)
+        .map(|i| crate::output::Stream {
+            spool: spool.dir.join(format!("cpu{i}")),
+            pages: spool.pages[i],
+            tid: spool.info[i].0,
+            comm: spool.info[i].1.clone(),
+            lost: spool.info[i].2,
+        })
+        .collect();
+    Ok((spool.dir, streams))
+}
+
+fn install_exit_hooks() {
+    static HOOKS: Once = Once::new();
+    HOOKS.call_once(|| {
+        extern "C" fn at_exit() {
+            if let Some(Err(e)) = finish(None) {
+                eprintln!("tp: recorder at exit: {e}");
+            }
+        }
+        // SAFETY: `at_exit` is a plain extern "C" fn that lives for the whole program.
+        unsafe { libc::atexit(at_exit) };
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            prev(info);
+            let main = std::thread::current().name() == Some("main");
+            if main || cfg!(panic = "abort") {
+                if let Some(Err(e)) = finish(None) {
+                    eprintln!("tp: recorder after panic: {e}");
+                }
+            }
+        }));
+    });
+}
+
+/// Is a recording running?
+pub fn is_recording() -> bool {
+    ACTIVE_GEN.load(Ordering::Relaxed) != 0
+}
