@@ -1,0 +1,947 @@
+//! Opening a trace.dat file: the initial format, the metadata (v6: in fixed order; v7: in
+//! sections found through options) and the buffer descriptions.
+
+use super::bytes::{text_of, Bytes, Input, MAX_SECTION};
+use super::compress::Compression;
+use super::records::{PageSource, Records};
+use super::source::{ChunkPages, RegionPages};
+use super::{option, Error, ErrorKind, MAGIC};
+use crate::format::{EventFormat, FormatError};
+use crate::header::HeaderPage;
+use crate::page::PageLayout;
+use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
+use std::collections::HashSet;
+use std::io::{Read, Seek};
+
+/// One CPU's data in a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuData {
+    pub cpu: u32,
+    /// File offset of the data (v7 compressed: of the chunk count).
+    pub offset: u64,
+    /// Bytes in the file (v7 compressed: compressed bytes).
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferKind {
+    /// Ring-buffer pages per CPU.
+    Flyrecord,
+    /// The text of a latency tracer's `trace` file (`latency_text` reads it).
+    Latency,
+}
+
+/// A trace buffer: the top-level buffer (name `""`) or an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buffer {
+    pub name: String,
+    pub kind: BufferKind,
+    /// The clock of this buffer, when the file says (v7 per buffer; v6 file-wide).
+    pub clock: Option<String>,
+    pub page_size: usize,
+    /// CPUs with data, in file order.
+    pub cpus: Vec<CpuData>,
+    /// v7: whether the CPU data are compressed chunks.
+    pub compressed: bool,
+    /// File offset of the buffer's section (v7) or `flyrecord` tag (v6).
+    pub offset: u64,
+}
+
+/// TSC2NSEC option: `ns = (ts * mult) >> shift` then `+ offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tsc2Nsec {
+    pub mult: u32,
+    pub shift: u32,
+    pub offset: u64,
+}
+
+/// An opened trace.dat file. See the [module documentation](super).
+pub struct TraceDat<R> {
+    input: Input<R>,
+    /// 6 or 7.
+    pub version: u32,
+    pub big_endian: bool,
+    /// The traced user space's `sizeof(long)`.
+    pub long_size: usize,
+    pub page_size: usize,
+    pub compression: Compression,
+    /// The compression header's version string (v7).
+    pub compression_version: String,
+    pub header_page: HeaderPage,
+    pub header_page_text: String,
+    pub header_event_text: String,
+    /// Every event format: ftrace's internal events (system `ftrace`) first, then the
+    /// others, in file order.
+    pub events: Vec<EventFormat>,
+    /// Format files that did not parse (their events print as unknown).
+    pub format_errors: Vec<FormatError>,
+    pub kallsyms: Kallsyms,
+    pub printk: PrintkFormats,
+    /// saved_cmdlines (and saved_tgids when the file has them).
+    pub cmdlines: Cmdlines,
+    /// Trace clock name (`local`, `mono`, `x86-tsc`...), from the TRACECLOCK option (the
+    /// bracketed entry) or the first buffer's clock.
+    pub clock: Option<String>,
+    /// `uname` of the traced machine.
+    pub uname: Option<String>,
+    /// trace-cmd version that wrote the file.
+    pub tracer_version: Option<String>,
+    /// Concatenated CPUSTAT texts (per-CPU `stats`, with `Buffer: NAME` separators).
+    pub cpustats: String,
+    /// CPUCOUNT option, or the v6 header's CPU count.
+    pub cpu_count: Option<u32>,
+    /// OFFSET option (added to timestamps).
+    pub ts_offset: i64,
+    /// DATE option in nanoseconds (added to timestamps).
+    pub date_offset: i64,
+    pub tsc2nsec: Option<Tsc2Nsec>,
+    /// TIME_SHIFT option present (host/guest sync; not applied).
+    pub has_time_shift: bool,
+    pub trace_id: Option<u64>,
+    pub buffers: Vec<Buffer>,
+    /// Option IDs seen that tp does not interpret (skipped by size).
+    pub unknown_options: Vec<u16>,
+}
+
+impl<R> std::fmt::Debug for TraceDat<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceDat")
+            .field("version", &self.version)
+            .field("compression", &self.compression)
+            .field("page_size", &self.page_size)
+            .field("events", &self.events.len())
+            .field("clock", &self.clock)
+            .field("buffers", &self.buffers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// v7 section IDs are the option IDs of the options that point to them.
+fn section_name(id: u16) -> &'static str {
+    match id {
+        option::DONE => "options",
+        option::BUFFER => "buffer flyrecord",
+        option::STRINGS => "strings",
+        option::HEADER_INFO => "header info",
+        option::FTRACE_EVENTS => "ftrace event formats",
+        option::EVENT_FORMATS => "event formats",
+        option::KALLSYMS => "kallsyms",
+        option::PRINTK => "printk formats",
+        option::CMDLINES => "saved command lines",
+        option::BUFFER_TEXT => "buffer text",
+        _ => "section",
+    }
+}
+
+struct Pending {
+    header_info: Option<u64>,
+    ftrace: Option<u64>,
+    formats: Option<u64>,
+    kallsyms: Option<u64>,
+    printk: Option<u64>,
+    cmdlines: Option<u64>,
+    /// v6 BUFFER options: name, offset.
+    v6_buffers: Vec<(String, u64)>,
+    trace_clock_text: Option<String>,
+}
+
+impl<R: Read + Seek> TraceDat<R> {
+    /// Read a trace.dat file's metadata.
+    pub fn open(reader: R) -> Result<TraceDat<R>, Error> {
+        let mut input = Input::new(reader)?;
+        let mut magic = [0u8; 10];
+        input.read_at(0, &mut magic, "initial format").map_err(|e| {
+            if e.is_truncation() {
+                Error::new(0, "initial format", ErrorKind::BadMagic)
+            } else {
+                e
+            }
+        })?;
+        if &magic != MAGIC {
+            return Err(Error::new(0, "initial format", ErrorKind::BadMagic));
+        }
+        let (vs, mut pos) = input.cstr_at(10, 16, "version string")?;
+        let version: u32 = vs
+            .trim()
+            .parse()
+            .map_err(|_| Error::invalid(10, "version string", format!("bad version {vs:?}")))?;
+        if version != 6 && version != 7 {
+            return Err(Error::new(
+                10,
+                "version string",
+                ErrorKind::Unsupported(format!("file version {version} (tp reads 6 and 7)")),
+            ));
+        }
+        let mut b = [0u8; 2];
+        input.read_at(pos, &mut b, "initial format")?;
+        let big_endian = match b[0] {
+            0 => false,
+            1 => true,
+            x => return Err(Error::invalid(pos, "initial format", format!("endianness byte {x}"))),
+        };
+        let long_size = match b[1] {
+            4 | 8 => b[1] as usize,
+            x => return Err(Error::invalid(pos + 1, "initial format", format!("long size {x}"))),
+        };
+        input.big_endian = big_endian;
+        pos += 2;
+        let page_size = input.u32_at(pos, "initial format")? as usize;
+        if !(64..=(1 << 24)).contains(&page_size) {
+            return Err(Error::invalid(pos, "initial format", format!("page size {page_size}")));
+        }
+        pos += 4;
+        let mut dat = TraceDat {
+            input,
+            version,
+            big_endian,
+            long_size,
+            page_size,
+            compression: Compression::None,
+            compression_version: String::new(),
+            header_page: HeaderPage::X86_64,
+            header_page_text: String::new(),
+            header_event_text: String::new(),
+            events: Vec::new(),
+            format_errors: Vec::new(),
+            kallsyms: Kallsyms::default(),
+            printk: PrintkFormats::default(),
+            cmdlines: Cmdlines::default(),
+            clock: None,
+            uname: None,
+            tracer_version: None,
+            cpustats: String::new(),
+            cpu_count: None,
+            ts_offset: 0,
+            date_offset: 0,
+            tsc2nsec: None,
+            has_time_shift: false,
+            trace_id: None,
+            buffers: Vec::new(),
+            unknown_options: Vec::new(),
+        };
+        let mut p = Pending {
+            header_info: None,
+            ftrace: None,
+            formats: None,
+            kallsyms: None,
+            printk: None,
+            cmdlines: None,
+            v6_buffers: Vec::new(),
+            trace_clock_text: None,
+        };
+        if version == 7 {
+            dat.open_v7(pos, &mut p)?;
+        } else {
+            dat.open_v6(pos, &mut p)?;
+        }
+        if let Some(t) = &p.trace_clock_text {
+            dat.clock = parse_clock(t);
+        }
+        if dat.clock.is_none() {
+            dat.clock = dat.buffers.iter().find_map(|b| b.clock.clone());
+        }
+        for b in &mut dat.buffers {
+            if b.clock.is_none() {
+                b.clock.clone_from(&dat.clock);
+            }
+        }
+        Ok(dat)
+    }
+
+    // ---- v7 ----
+
+    fn open_v7(&mut self, mut pos: u64, p: &mut Pending) -> Result<(), Error> {
+        let (name, next) = self.input.cstr_at(pos, 64, "compression header")?;
+        let (cver, next) = self.input.cstr_at(next, 64, "compression header")?;
+        self.compression = Compression::from_name(&name).ok_or_else(|| {
+            Error::new(
+                pos,
+                "compression header",
+                ErrorKind::Unsupported(format!("compression {name:?}")),
+            )
+        })?;
+        self.compression_version = cver;
+        pos = next;
+        let mut opt_off = self.input.u64_at(pos, "first options offset")?;
+        let mut seen = HashSet::new();
+        while opt_off != 0 {
+            if !seen.insert(opt_off) || seen.len() > 1024 {
+                return Err(Error::invalid(
+                    opt_off,
+                    "options",
+                    "options sections form a loop".into(),
+                ));
+            }
+            let (data, base) = self.read_section(opt_off, option::DONE)?;
+            opt_off = self.parse_options(&data, base, p)?.unwrap_or(0);
+        }
+        let hp = p.header_info.ok_or_else(|| {
+            Error::invalid(
+                pos,
+                "options",
+                "no HEADER_INFO option: the file has no page layout".into(),
+            )
+        })?;
+        let (data, base) = self.read_section(hp, option::HEADER_INFO)?;
+        self.parse_header_info(&mut Bytes::new(&data, base, self.big_endian, "header info"))?;
+        if let Some(off) = p.ftrace {
+            let (data, base) = self.read_section(off, option::FTRACE_EVENTS)?;
+            self.parse_ftrace(&mut Bytes::new(
+                &data,
+                base,
+                self.big_endian,
+                "ftrace event formats",
+            ))?;
+        }
+        if let Some(off) = p.formats {
+            let (data, base) = self.read_section(off, option::EVENT_FORMATS)?;
+            self.parse_formats(&mut Bytes::new(&data, base, self.big_endian, "event formats"))?;
+        }
+        if let Some(off) = p.kallsyms {
+            let (data, base) = self.read_section(off, option::KALLSYMS)?;
+            self.parse_kallsyms(&mut Bytes::new(&data, base, self.big_endian, "kallsyms"))?;
+        }
+        if let Some(off) = p.printk {
+            let (data, base) = self.read_section(off, option::PRINTK)?;
+            self.parse_printk(&mut Bytes::new(&data, base, self.big_endian, "printk formats"))?;
+        }
+        if let Some(off) = p.cmdlines {
+            let (data, base) = self.read_section(off, option::CMDLINES)?;
+            self.parse_cmdlines(&mut Bytes::new(
+                &data,
+                base,
+                self.big_endian,
+                "saved command lines",
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// Read a v7 section at `offset` (its header must carry `want`) and return its
+    /// (decompressed) content and the file offset of that content.
+    fn read_section(&self, offset: u64, want: u16) -> Result<(Vec<u8>, u64), Error> {
+        let name = section_name(want);
+        let id = self.input.u16_at(offset, name)?;
+        let flags = self.input.u16_at(offset + 2, name)?;
+        let size = self.input.u64_at(offset + 8, name)?;
+        if id != want {
+            return Err(Error::invalid(
+                offset,
+                name,
+                format!("section id {id} where {want} ({name}) was expected"),
+            ));
+        }
+        let base = offset + 16;
+        if flags & 1 != 0 && self.compression != Compression::None {
+            let csize = self.input.u32_at(base, name)? as u64;
+            let usize_ = self.input.u32_at(base + 4, name)? as u64;
+            if csize + 8 > size {
+                return Err(Error::invalid(
+                    base,
+                    name,
+                    format!("compressed size {csize} exceeds the section size {size}"),
+                ));
+            }
+            if usize_ > MAX_SECTION {
+                return Err(Error::invalid(
+                    base,
+                    name,
+                    format!("uncompressed size {usize_} is implausible"),
+                ));
+            }
+            let cdata = self.input.read_vec(base + 8, csize, name)?;
+            let mut out = Vec::new();
+            self.compression.decompress(&cdata, usize_, base, name, &mut out)?;
+            Ok((out, base))
+        } else {
+            Ok((self.input.read_vec(base, size, name)?, base))
+        }
+    }
+
+    /// Parse options from `data`; returns the next options section offset (v7 DONE).
+    fn parse_options(
+        &mut self,
+        data: &[u8],
+        base: u64,
+        p: &mut Pending,
+    ) -> Result<Option<u64>, Error> {
+        let mut b = Bytes::new(data, base, self.big_endian, "options");
+        loop {
+            if self.version == 6 && b.remaining() < 2 {
+                return Ok(None);
+            }
+            let at = b.offset();
+            let id = b.u16()?;
+            if self.version == 6 && id == option::DONE {
+                return Ok(None);
+            }
+            let size = b.u32()? as u64;
+            let d = b.take(size)?;
+            let mut o = Bytes::new(d, at + 6, self.big_endian, "option");
+            let u64_of = |o: &mut Bytes<'_>| o.u64();
+            match id {
+                option::DONE => return Ok(Some(u64_of(&mut o)?)),
+                option::DATE => {
+                    // Microseconds, written as hex with 0x.
+                    let t = text_of(d);
+                    if let Some(v) = parse_c_int(t.trim()) {
+                        self.date_offset = self.date_offset.wrapping_add(v.wrapping_mul(1000));
+                    }
+                }
+                option::OFFSET => {
+                    if let Some(v) = parse_c_int(text_of(d).trim()) {
+                        self.ts_offset = self.ts_offset.wrapping_add(v);
+                    }
+                }
+                option::CPUSTAT => {
+                    let t = text_of(d);
+                    self.cpustats.push_str(&t);
+                    if !t.ends_with('\n') {
+                        self.cpustats.push('\n');
+                    }
+                }
+                option::BUFFER | option::BUFFER_TEXT => self.parse_buffer_option(id, &mut o, p)?,
+                option::TRACECLOCK => p.trace_clock_text = Some(text_of(d)),
+                option::UNAME => self.uname = Some(text_of(d).trim_end().to_string()),
+                option::VERSION => self.tracer_version = Some(text_of(d).trim_end().to_string()),
+                option::CPUCOUNT => self.cpu_count = Some(o.u32()?),
+                option::TRACEID => self.trace_id = Some(o.u64()?),
+                option::TIME_SHIFT => self.has_time_shift = true,
+                option::TSC2NSEC => {
+                    let mult = o.u32()?;
+                    let shift = o.u32()?;
+                    let offset = o.u64()?;
+                    self.tsc2nsec = Some(Tsc2Nsec { mult, shift, offset });
+                }
+                option::HEADER_INFO => p.header_info = Some(o.u64()?),
+                option::FTRACE_EVENTS => p.ftrace = Some(o.u64()?),
+                option::EVENT_FORMATS => p.formats = Some(o.u64()?),
+                option::KALLSYMS => p.kallsyms = Some(o.u64()?),
+                option::PRINTK => p.printk = Some(o.u64()?),
+                option::CMDLINES => p.cmdlines = Some(o.u64()?),
+                option::HOOK | option::PROCMAPS | option::STRINGS | option::GUEST => {}
+                other => self.unknown_options.push(other),
+            }
+        }
+    }
+
+    fn parse_buffer_option(
+        &mut self,
+        id: u16,
+        o: &mut Bytes<'_>,
+        p: &mut Pending,
+    ) -> Result<(), Error> {
+        let at = o.offset();
+        let offset = o.u64()?;
+        let name = o.cstr()?;
+        if self.version == 6 {
+            if id == option::BUFFER {
+                p.v6_buffers.push((name, offset));
+            }
+            return Ok(());
+        }
+        let clock = o.cstr()?;
+        if id == option::BUFFER_TEXT {
+            self.buffers.push(Buffer {
+                name,
+                kind: BufferKind::Latency,
+                clock: Some(clock),
+                page_size: self.page_size,
+                cpus: Vec::new(),
+                compressed: false,
+                offset,
+            });
+            return Ok(());
+        }
+        let page_size = o.u32()? as usize;
+        if page_size != self.page_size {
+            return Err(Error::invalid(
+                at,
+                "BUFFER option",
+                format!(
+                    "buffer {name:?} page size {page_size} differs from the file's {}",
+                    self.page_size
+                ),
+            ));
+        }
+        let n = o.u32()? as usize;
+        if n > o.remaining() / 20 {
+            return Err(Error::invalid(
+                at,
+                "BUFFER option",
+                format!("{n} CPUs do not fit the option"),
+            ));
+        }
+        let mut cpus = Vec::with_capacity(n);
+        for _ in 0..n {
+            let cpu = o.u32()?;
+            let offset = o.u64()?;
+            let size = o.u64()?;
+            cpus.push(CpuData { cpu, offset, size });
+        }
+        // Whether this buffer's data is compressed: from its section header flags.
+        let mut compressed = false;
+        if !cpus.iter().all(|c| c.size == 0) {
+            let id = self.input.u16_at(offset, "buffer flyrecord")?;
+            let flags = self.input.u16_at(offset + 2, "buffer flyrecord")?;
+            if id != option::BUFFER {
+                return Err(Error::invalid(
+                    offset,
+                    "buffer flyrecord",
+                    format!("section id {id} where 3 (buffer flyrecord) was expected"),
+                ));
+            }
+            compressed = flags & 1 != 0 && self.compression != Compression::None;
+        }
+        self.buffers.push(Buffer {
+            name,
+            kind: BufferKind::Flyrecord,
+            clock: Some(clock),
+            page_size,
+            cpus,
+            compressed,
+            offset,
+        });
+        Ok(())
+    }
+
+    // ---- shared metadata parsers (v7 section content == v6 inline layout) ----
+
+    fn parse_header_info(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+        let at = b.offset();
+        if b.take(12)? != b"header_page\0" {
+            return Err(Error::invalid(at, "header info", "expected \"header_page\"".into()));
+        }
+        let n = b.u64()?;
+        let at_text = b.offset();
+        self.header_page_text = b.text(n)?;
+        self.header_page = HeaderPage::parse(&self.header_page_text)
+            .map_err(|m| Error::invalid(at_text, "header_page", m))?;
+        if self.header_page.page_size() > self.page_size {
+            return Err(Error::invalid(
+                at_text,
+                "header_page",
+                format!(
+                    "page layout of {} bytes exceeds the page size {}",
+                    self.header_page.page_size(),
+                    self.page_size
+                ),
+            ));
+        }
+        let at = b.offset();
+        if b.take(13)? != b"header_event\0" {
+            return Err(Error::invalid(at, "header info", "expected \"header_event\"".into()));
+        }
+        let n = b.u64()?;
+        let at_text = b.offset();
+        self.header_event_text = b.text(n)?;
+        crate::header::check_header_event(&self.header_event_text)
+            .map_err(|m| Error::invalid(at_text, "header_event", m))?;
+        Ok(())
+    }
+
+    fn add_format(&mut self, system: &str, text: &str) {
+        match EventFormat::parse(system, text) {
+            Ok(f) => self.events.push(f),
+            Err(e) => self.format_errors.push(e),
+        }
+    }
+
+    fn parse_ftrace(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+        let n = b.u32()?;
+        for _ in 0..n {
+            let size = b.u64()?;
+            let t = b.text(size)?;
+            self.add_format("ftrace", &t);
+        }
+        Ok(())
+    }
+
+    fn parse_formats(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+        let systems = b.u32()?;
+        for _ in 0..systems {
+            let system = b.cstr()?;
+            let n = b.u32()?;
+            for _ in 0..n {
+                let size = b.u64()?;
+                let t = b.text(size)?;
+                self.add_format(&system, &t);
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_kallsyms(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+        let n = b.u32()? as u64;
+        self.kallsyms = Kallsyms::parse(&b.text(n)?);
+        Ok(())
+    }
+
+    fn parse_printk(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+        let n = b.u32()? as u64;
+        self.printk = PrintkFormats::parse(&b.text(n)?);
+        Ok(())
+    }
+
+    fn parse_cmdlines(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+        let n = b.u64()?;
+        self.cmdlines = Cmdlines::parse(&b.text(n)?);
+        Ok(())
+    }
+
+    // ---- v6 ----
+
+    /// Read `len` bytes at `*pos` (v6 inline metadata), advancing `*pos`.
+    fn v6_take(&self, pos: &mut u64, len: u64, what: &str) -> Result<Vec<u8>, Error> {
+        let v = self.input.read_vec(*pos, len, what)?;
+        *pos += len;
+        Ok(v)
+    }
+
+    /// A length-prefixed v6 block: `size_bytes` (4 or 8) of length, then the data. Returns
+    /// the prefix and data together so the shared parsers read them.
+    fn v6_block(
+        &self,
+        pos: &mut u64,
+        size_bytes: u64,
+        what: &str,
+    ) -> Result<(Vec<u8>, u64), Error> {
+        let base = *pos;
+        let n = if size_bytes == 4 {
+            self.input.u32_at(*pos, what)? as u64
+        } else {
+            self.input.u64_at(*pos, what)?
+        };
+        let v = self.v6_take(pos, size_bytes + n, what)?;
+        Ok((v, base))
+    }
+
+    fn open_v6(&mut self, mut pos: u64, p: &mut Pending) -> Result<(), Error> {
+        let be = self.big_endian;
+        // header_page and header_event.
+        let start = pos;
+        for (tag, what) in
+            [(&b"header_page\0"[..], "header_page"), (&b"header_event\0"[..], "header_event")]
+        {
+            let t = self.v6_take(&mut pos, tag.len() as u64, what)?;
+            if t != tag {
+                return Err(Error::invalid(
+                    pos - tag.len() as u64,
+                    what,
+                    format!("expected {what:?}"),
+                ));
+            }
+            let n = self.input.u64_at(pos, what)?;
+            pos += 8;
+            if n > MAX_SECTION || pos + n > self.input.len {
+                return Err(Error::new(
+                    pos - 8,
+                    what,
+                    ErrorKind::Truncated { need: n, have: self.input.len.saturating_sub(pos) },
+                ));
+            }
+            pos += n;
+        }
+        let hdr = self.input.read_vec(start, pos - start, "header info")?;
+        self.parse_header_info(&mut Bytes::new(&hdr, start, be, "header info"))?;
+
+        // ftrace formats: count, then (u64 size, text)*.
+        let fstart = pos;
+        let n = self.input.u32_at(pos, "ftrace event formats")?;
+        pos += 4;
+        for _ in 0..n {
+            let size = self.input.u64_at(pos, "ftrace event formats")?;
+            pos = pos.saturating_add(8).saturating_add(size);
+            if pos > self.input.len {
+                return Err(Error::new(
+                    fstart,
+                    "ftrace event formats",
+                    ErrorKind::Truncated { need: pos - fstart, have: self.input.len - fstart },
+                ));
+            }
+        }
+        let d = self.input.read_vec(fstart, pos - fstart, "ftrace event formats")?;
+        self.parse_ftrace(&mut Bytes::new(&d, fstart, be, "ftrace event formats"))?;
+
+        // event formats: systems, then (name, count, (u64 size, text)*)*.
+        let estart = pos;
+        let systems = self.input.u32_at(pos, "event formats")?;
+        pos += 4;
+        for _ in 0..systems {
+            let (_, next) = self.input.cstr_at(pos, 4096, "event formats")?;
+            pos = next;
+            let n = self.input.u32_at(pos, "event formats")?;
+            pos += 4;
+            for _ in 0..n {
+                let size = self.input.u64_at(pos, "event formats")?;
+                pos = pos.saturating_add(8).saturating_add(size);
+                if pos > self.input.len {
+                    return Err(Error::new(
+                        estart,
+                        "event formats",
+                        ErrorKind::Truncated { need: pos - estart, have: self.input.len - estart },
+                    ));
+                }
+            }
+        }
+        let d = self.input.read_vec(estart, pos - estart, "event formats")?;
+        self.parse_formats(&mut Bytes::new(&d, estart, be, "event formats"))?;
+
+        let (d, base) = self.v6_block(&mut pos, 4, "kallsyms")?;
+        self.parse_kallsyms(&mut Bytes::new(&d, base, be, "kallsyms"))?;
+        let (d, base) = self.v6_block(&mut pos, 4, "printk formats")?;
+        self.parse_printk(&mut Bytes::new(&d, base, be, "printk formats"))?;
+        let (d, base) = self.v6_block(&mut pos, 8, "saved command lines")?;
+        self.parse_cmdlines(&mut Bytes::new(&d, base, be, "saved command lines"))?;
+
+        let cpus = self.input.u32_at(pos, "CPU count")?;
+        pos += 4;
+        if cpus as u64 > self.input.len / 16 {
+            return Err(Error::invalid(
+                pos - 4,
+                "CPU count",
+                format!("{cpus} CPUs is implausible"),
+            ));
+        }
+        self.cpu_count = Some(cpus);
+
+        // Options, then "flyrecord" / "latency".
+        let mut tag = [0u8; 10];
+        self.input.read_at(pos, &mut tag, "options tag")?;
+        if tag.starts_with(b"options") {
+            pos += 10;
+            let opt_start = pos;
+            // Walk the options to find their end, then parse them from memory.
+            loop {
+                let id = self.input.u16_at(pos, "options")?;
+                pos += 2;
+                if id == option::DONE {
+                    break;
+                }
+                let size = self.input.u32_at(pos, "options")? as u64;
+                pos += 4 + size;
+                if pos > self.input.len {
+                    return Err(Error::new(
+                        opt_start,
+                        "options",
+                        ErrorKind::Truncated {
+                            need: pos - opt_start,
+                            have: self.input.len - opt_start,
+                        },
+                    ));
+                }
+            }
+            let d = self.input.read_vec(opt_start, pos - opt_start, "options")?;
+            self.parse_options(&d, opt_start, p)?;
+            self.input.read_at(pos, &mut tag, "data tag")?;
+        }
+        let top = self.v6_buffer(pos, "", cpus, p.trace_clock_text.is_some())?;
+        self.buffers.push(top);
+        for (name, off) in std::mem::take(&mut p.v6_buffers) {
+            let mut tag = [0u8; 10];
+            self.input.read_at(off, &mut tag, "buffer")?;
+            let mut at = off;
+            if tag.starts_with(b"options") {
+                // Per-buffer options (CPUSTAT...): skip them.
+                at += 10;
+                loop {
+                    let id = self.input.u16_at(at, "buffer options")?;
+                    at += 2;
+                    if id == option::DONE {
+                        break;
+                    }
+                    let size = self.input.u32_at(at, "buffer options")? as u64;
+                    at += 4 + size;
+                    if at > self.input.len {
+                        return Err(Error::new(
+                            off,
+                            "buffer options",
+                            ErrorKind::Truncated { need: at - off, have: self.input.len - off },
+                        ));
+                    }
+                }
+            }
+            let b = self.v6_buffer(at, &name, cpus, p.trace_clock_text.is_some())?;
+            self.buffers.push(b);
+        }
+        Ok(())
+    }
+
+    /// A v6 `flyrecord\0` / `latency  \0` block at `pos`.
+    fn v6_buffer(
+        &mut self,
+        pos: u64,
+        name: &str,
+        cpus: u32,
+        has_clock: bool,
+    ) -> Result<Buffer, Error> {
+        let mut tag = [0u8; 10];
+        self.input.read_at(pos, &mut tag, "data tag")?;
+        if tag.starts_with(b"latency") {
+            return Ok(Buffer {
+                name: name.to_string(),
+                kind: BufferKind::Latency,
+                clock: None,
+                page_size: self.page_size,
+                cpus: Vec::new(),
+                compressed: false,
+                offset: pos + 10,
+            });
+        }
+        if !tag.starts_with(b"flyrecord") {
+            return Err(Error::invalid(
+                pos,
+                "data tag",
+                format!("expected \"flyrecord\", found {:?}", text_of(&tag)),
+            ));
+        }
+        let mut at = pos + 10;
+        let mut list = Vec::new();
+        for cpu in 0..cpus {
+            let offset = self.input.u64_at(at, "flyrecord CPU offsets")?;
+            let size = self.input.u64_at(at + 8, "flyrecord CPU offsets")?;
+            at += 16;
+            if size > 0 {
+                list.push(CpuData { cpu, offset, size });
+            }
+        }
+        let mut clock = None;
+        if has_clock {
+            // The trace_clock file follows the CPU offsets: u64 size, text.
+            if let Ok(n) = self.input.u64_at(at, "trace clock") {
+                if n > 0 && n < 4096 {
+                    if let Ok(v) = self.input.read_vec(at + 8, n, "trace clock") {
+                        clock = parse_clock(&text_of(&v));
+                    }
+                }
+            }
+        }
+        Ok(Buffer {
+            name: name.to_string(),
+            kind: BufferKind::Flyrecord,
+            clock,
+            page_size: self.page_size,
+            cpus: list,
+            compressed: false,
+            offset: pos,
+        })
+    }
+
+    // ---- data ----
+
+    /// The page layout of this file's ring-buffer pages.
+    pub fn layout(&self) -> PageLayout {
+        PageLayout::new(self.header_page, self.big_endian)
+    }
+
+    /// Stream buffer `index`'s records, all CPUs merged by time.
+    pub fn records(&self, index: usize) -> Result<Records<'_>, Error> {
+        let buf = self.buffers.get(index).ok_or_else(|| {
+            Error::invalid(
+                0,
+                "buffers",
+                format!("no buffer {index} (the file has {})", self.buffers.len()),
+            )
+        })?;
+        if buf.kind == BufferKind::Latency {
+            return Err(Error::new(
+                buf.offset,
+                "buffer text",
+                ErrorKind::Unsupported(format!(
+                    "buffer {:?} holds latency text, not records",
+                    buf.name
+                )),
+            ));
+        }
+        let mut sources: Vec<(u32, Box<dyn PageSource + '_>)> = Vec::new();
+        for c in &buf.cpus {
+            let what = format!("CPU {} data of buffer {:?}", c.cpu, buf.name);
+            if buf.compressed {
+                sources.push((
+                    c.cpu,
+                    Box::new(ChunkPages::new(
+                        self.input.clone(),
+                        *c,
+                        self.compression,
+                        self.page_size,
+                        what,
+                    )),
+                ));
+            } else {
+                sources.push((
+                    c.cpu,
+                    Box::new(RegionPages::new(self.input.clone(), *c, self.page_size, what)),
+                ));
+            }
+        }
+        Ok(Records::new(self.layout(), sources))
+    }
+
+    /// Stream every buffer's records: one [`Records`] per flyrecord buffer, with its name.
+    pub fn all_records(&self) -> Result<Vec<(&str, Records<'_>)>, Error> {
+        let mut v = Vec::new();
+        for (i, b) in self.buffers.iter().enumerate() {
+            if b.kind == BufferKind::Flyrecord {
+                v.push((b.name.as_str(), self.records(i)?));
+            }
+        }
+        Ok(v)
+    }
+
+    /// The text of a latency buffer (v6 `latency` or v7 BUFFER_TEXT).
+    pub fn latency_text(&self, index: usize) -> Result<String, Error> {
+        let buf = self
+            .buffers
+            .get(index)
+            .ok_or_else(|| Error::invalid(0, "buffers", format!("no buffer {index}")))?;
+        if self.version == 7 {
+            let (d, _) = self.read_section(buf.offset, option::BUFFER_TEXT)?;
+            Ok(text_of(&d))
+        } else {
+            let n = self.input.len.saturating_sub(buf.offset);
+            Ok(text_of(&self.input.read_vec(buf.offset, n, "latency text")?))
+        }
+    }
+
+    /// Apply the file's timestamp options to a raw timestamp, as trace-cmd report does:
+    /// TSC2NSEC conversion, then OFFSET and DATE.
+    pub fn adjust_ts(&self, ts: u64) -> u64 {
+        let mut t = ts;
+        if let Some(c) = self.tsc2nsec {
+            t = ((t as u128 * c.mult as u128) >> c.shift.min(127)) as u64;
+            t = t.wrapping_add(c.offset);
+        }
+        t.wrapping_add(self.ts_offset as u64).wrapping_add(self.date_offset as u64)
+    }
+
+    /// Length of the underlying file.
+    pub fn file_len(&self) -> u64 {
+        self.input.len
+    }
+}
+
+/// The selected clock of a `trace_clock` text: the bracketed name.
+fn parse_clock(text: &str) -> Option<String> {
+    let t = text.trim();
+    if let Some(s) = t.find('[') {
+        let e = t[s..].find(']')?;
+        return Some(t[s + 1..s + e].to_string());
+    }
+    t.split_whitespace().next().map(str::to_string)
+}
+
+/// C `strtoll(s, NULL, 0)`: decimal, `0x` hex or `0` octal, optional sign.
+fn parse_c_int(s: &str) -> Option<i64> {
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()?
+    } else if s.len() > 1 && s.starts_with('0') {
+        u64::from_str_radix(&s[1..], 8).ok()?
+    } else {
+        s.parse::<u64>().ok()?
+    } as i64;
+    Some(if neg { v.wrapping_neg() } else { v })
+}
