@@ -147,6 +147,12 @@ pub(crate) enum Node {
         b: Box<Node>,
         ty: Option<IntTy>,
     },
+    /// A cast to a pointer whose target has `elem` bytes: an `unsigned long` that scales
+    /// integers added to it.
+    PtrCast {
+        e: Box<Node>,
+        elem: u64,
+    },
     Cast {
         e: Box<Node>,
         ty: IntTy,
@@ -180,6 +186,7 @@ impl Node {
     pub fn ty(&self) -> Ty {
         match self {
             Node::Int(_, t) | Node::Field { ty: t, .. } | Node::Cast { ty: t, .. } => Ty::Int(*t),
+            Node::PtrCast { .. } => Ty::Int(IntTy::ULONG),
             Node::Str(_) => Ty::Bytes(IntTy::S8),
             Node::Data { elem, .. } => Ty::Bytes(*elem),
             Node::DynLen { .. } | Node::JiffiesToMsecs { .. } => Ty::Int(IntTy::UINT),

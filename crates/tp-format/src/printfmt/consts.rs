@@ -2,6 +2,9 @@
 //! (so tracefs shows the bare name). Values from the BTF of Linux 6.18 (`/sys/kernel/btf/vmlinux`)
 //! on the reference machine; callers with another kernel can pass their own table through
 //! [`super::CompileOptions::constants`], which takes precedence.
+//!
+//! Also `vmemmap_base` (a variable, not an enum): 0xffffea0000000000, x86_64's base of the
+//! `struct page` array without memory-layout randomization, as observed on this machine.
 
 pub(crate) static KERNEL_6_18: &[(&str, i64)] = &[
     ("APICV_INHIBIT_REASON_ABSENT", 2),
@@ -141,6 +144,7 @@ pub(crate) static KERNEL_6_18: &[(&str, i64)] = &[
     ("VM_FAULT_RETRY", 1024),
     ("VM_FAULT_SIGBUS", 2),
     ("VM_FAULT_SIGSEGV", 64),
+    ("vmemmap_base", -24189255811072),
 ];
 
 /// The value of a built-in constant.

@@ -42,7 +42,8 @@ pub(crate) struct Parser<'a> {
 /// What a type name in a cast or `sizeof` means.
 enum CTy {
     Int(IntTy),
-    Ptr,
+    /// A pointer; the size of what it points to, when known (for pointer arithmetic).
+    Ptr(Option<u64>),
     Void,
     /// A typedef this parser does not know: the cast keeps the operand's type.
     Unknown,
@@ -295,6 +296,17 @@ impl<'a> Parser<'a> {
         let (Ty::Int(x), Ty::Int(y)) = (a.ty(), b.ty()) else {
             return self.unsupported(pos, "arithmetic on a pointer or string");
         };
+        if let (Node::PtrCast { elem, .. }, BinOp::Add | BinOp::Sub) = (&a, op) {
+            // Pointer arithmetic: the integer counts elements.
+            let k = Node::Int(*elem, IntTy::ULONG);
+            let b = fold(Node::Binary {
+                op: BinOp::Mul,
+                a: Box::new(b),
+                b: Box::new(k),
+                ty: IntTy::ULONG,
+            });
+            return Ok(Node::Binary { op, a: Box::new(a), b: Box::new(b), ty: IntTy::ULONG });
+        }
         let ty = match op {
             BinOp::Shl | BinOp::Shr => x.promote(),
             _ => IntTy::common(x, y),
@@ -358,7 +370,7 @@ impl<'a> Parser<'a> {
                 self.expect(")")?;
                 let size = match t {
                     Some((CTy::Int(t), _)) => t.size as u64,
-                    Some((CTy::Ptr, _)) => 8,
+                    Some((CTy::Ptr(_), _)) => 8,
                     _ => return self.unsupported(pos, "sizeof of an unknown type"),
                 };
                 return Ok(Node::Int(size, IntTy::ULONG));
@@ -419,7 +431,10 @@ impl<'a> Parser<'a> {
     fn cast(&self, t: CTy, e: Node, pos: usize) -> R<Node> {
         match (t, e.ty()) {
             (CTy::Int(t), Ty::Int(_)) => Ok(fold(Node::Cast { e: Box::new(e), ty: t })),
-            (CTy::Ptr, Ty::Int(_)) => Ok(fold(Node::Cast { e: Box::new(e), ty: IntTy::ULONG })),
+            (CTy::Ptr(Some(k)), Ty::Int(_)) if k != 1 => {
+                Ok(Node::PtrCast { e: Box::new(e), elem: k })
+            }
+            (CTy::Ptr(_), Ty::Int(_)) => Ok(fold(Node::Cast { e: Box::new(e), ty: IntTy::ULONG })),
             (CTy::Int(_), _) => self.unsupported(pos, "cast of a pointer to an integer"),
             _ => Ok(e),
         }
@@ -441,6 +456,7 @@ impl<'a> Parser<'a> {
         let mut words: Vec<&str> = Vec::new();
         let mut unknown = false;
         let mut aggregate = false;
+        let mut agg_name = "";
         while let Some(Tok::Ident(s)) = self.peek() {
             match s.as_str() {
                 "const" | "volatile" | "__force" | "__user" | "__iomem" | "__rcu" | "static"
@@ -451,7 +467,7 @@ impl<'a> Parser<'a> {
                         words.push("int");
                     }
                     self.i += 1;
-                    self.ident()?;
+                    agg_name = self.ident()?;
                     continue;
                 }
                 w if is_base_word(w) => words.push(w),
@@ -486,7 +502,15 @@ impl<'a> Parser<'a> {
             }
         }
         if ptr > 0 {
-            return Ok(Some((CTy::Ptr, ptr)));
+            let pointee = match (&base, ptr) {
+                (_, 2..) => Some(8),
+                (Some(CTy::Int(t)), _) => Some(t.size as u64),
+                (Some(CTy::Void), _) => Some(1),
+                // sizeof(struct page) on x86_64 (the vmemmap arithmetic of kmem events).
+                (None, _) if agg_name == "page" => Some(64),
+                _ => None,
+            };
+            return Ok(Some((CTy::Ptr(pointee), ptr)));
         }
         match base {
             Some(t) => Ok(Some((t, 0))),
@@ -500,7 +524,11 @@ impl<'a> Parser<'a> {
         while self.eat("*") {
             ptr += 1;
         }
-        Ok(if ptr > 0 { (CTy::Ptr, ptr) } else { (t, 0) })
+        let pointee = match (&t, ptr) {
+            (CTy::Int(t), 1) => Some(t.size as u64),
+            _ => Some(8),
+        };
+        Ok(if ptr > 0 { (CTy::Ptr(pointee), ptr) } else { (t, 0) })
     }
 
     /// `({ int a = e1; int b = e2; expr; })`, as `min()`/`max()` expand.
@@ -886,7 +914,10 @@ pub(crate) fn const_int(n: &Node) -> Option<u64> {
 fn is_const(n: &Node) -> bool {
     match n {
         Node::Int(..) => true,
-        Node::Unary { e, .. } | Node::Cast { e, .. } | Node::LogNot(e) => is_const(e),
+        Node::Unary { e, .. }
+        | Node::Cast { e, .. }
+        | Node::LogNot(e)
+        | Node::PtrCast { e, .. } => is_const(e),
         Node::Binary { a, b, .. } | Node::LogAnd(a, b) | Node::LogOr(a, b) => {
             is_const(a) && is_const(b)
         }

@@ -128,6 +128,10 @@ pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
                 (v, _) => v,
             }
         }
+        Node::PtrCast { e, .. } => match eval(e, env) {
+            Val::Int(v, _) => Val::Int(v, IntTy::ULONG),
+            v => v,
+        },
         Node::Cast { e, ty } => match eval(e, env) {
             Val::Int(v, _) => Val::Int(ty.norm(v), *ty),
             v => v,
