@@ -104,3 +104,123 @@ fn reads_trace_cmd_v7_uncompressed() {
 fn reads_trace_cmd_v6() {
     check_fixture("v6.dat", 6, Compression::None);
 }
+
+mod writer {
+    use super::*;
+    use tp_format::tracedat::{BufferPages, CpuPages, Metadata, Writer, WriterOptions};
+
+    /// Metadata of a file, as the writer takes it (formats regenerated from the parsed ones).
+    pub(crate) fn metadata_of(dat: &TraceDat<Cursor<Vec<u8>>>) -> Metadata {
+        let mut systems: Vec<(String, Vec<String>)> = Vec::new();
+        let mut ftrace = Vec::new();
+        for e in &dat.events {
+            if e.system == "ftrace" {
+                ftrace.push(e.to_format_text());
+            } else if let Some(s) = systems.iter_mut().find(|(n, _)| *n == e.system) {
+                s.1.push(e.to_format_text());
+            } else {
+                systems.push((e.system.clone(), vec![e.to_format_text()]));
+            }
+        }
+        let kallsyms: String = dat
+            .kallsyms
+            .symbols()
+            .iter()
+            .map(|s| match &s.module {
+                Some(m) => format!("{:016x} t {}\t[{m}]\n", s.addr, s.name),
+                None => format!("{:016x} t {}\n", s.addr, s.name),
+            })
+            .collect();
+        let mut cmd: Vec<_> = dat.cmdlines.iter().collect();
+        cmd.sort();
+        Metadata {
+            header_page: dat.header_page,
+            header_event_text: dat.header_event_text.clone(),
+            ftrace_formats: ftrace,
+            event_formats: systems,
+            kallsyms,
+            printk: String::new(),
+            cmdlines: cmd.iter().map(|(p, c)| format!("{p} {c}\n")).collect(),
+            clock: dat.clock.clone().unwrap(),
+            uname: dat.uname.clone(),
+            cpustats: Vec::new(),
+            cpu_count: dat.cpu_count.unwrap_or(2),
+            ..Metadata::default()
+        }
+    }
+
+    /// Rewrite a fixture's data buffer with tp's writer.
+    pub(crate) fn rewrite(name: &str, version: u32, compression: Compression) -> Vec<u8> {
+        let dat = TraceDat::open(Cursor::new(read(name))).unwrap();
+        let idx = dat.buffers.iter().position(|b| !b.cpus.is_empty()).unwrap();
+        let mut cpus = Vec::new();
+        for (i, c) in dat.buffers[idx].cpus.iter().enumerate() {
+            let mut src = dat.page_source(idx, i).unwrap();
+            let mut pages = Vec::new();
+            while src.advance().unwrap() {
+                pages.extend_from_slice(src.page());
+            }
+            cpus.push(CpuPages { cpu: c.cpu, pages: Box::new(Cursor::new(pages)) });
+        }
+        let buffers = vec![BufferPages { name: dat.buffers[idx].name.clone(), cpus }];
+        let mut out = Cursor::new(Vec::new());
+        let opts = WriterOptions { version, compression, ..WriterOptions::default() };
+        Writer::new(opts).write(&mut out, &metadata_of(&dat), buffers).unwrap();
+        out.into_inner()
+    }
+
+    fn round_trip(version: u32, compression: Compression) {
+        let bytes = rewrite("v7-zstd.dat", version, compression);
+        let dat = TraceDat::open(Cursor::new(bytes)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((dat.version, dat.compression), (version, compression));
+        assert_eq!(decode(&dat), expected_events());
+    }
+
+    #[test]
+    fn round_trips_v7_zstd() {
+        round_trip(7, Compression::Zstd);
+    }
+
+    #[test]
+    fn round_trips_v7_zlib() {
+        round_trip(7, Compression::Zlib);
+    }
+
+    #[test]
+    fn round_trips_v7_uncompressed() {
+        round_trip(7, Compression::None);
+    }
+
+    #[test]
+    fn round_trips_v6() {
+        round_trip(6, Compression::None);
+    }
+
+    /// `trace-cmd report` renders tp's files exactly as it renders its own original.
+    #[test]
+    fn trace_cmd_reports_tp_files() {
+        let want = String::from_utf8(read("trace-cmd-report.txt")).unwrap();
+        let dir = std::env::temp_dir().join(format!("tp-tracedat-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (version, comp) in
+            [(7, Compression::Zstd), (7, Compression::None), (6, Compression::None)]
+        {
+            let path = dir.join(format!("v{version}-{}.dat", comp.name()));
+            std::fs::write(&path, rewrite("v7-zstd.dat", version, comp)).unwrap();
+            let out = std::process::Command::new("trace-cmd")
+                .arg("report")
+                .arg("-i")
+                .arg(&path)
+                .output()
+                .expect("trace-cmd must be installed (Debian package trace-cmd) for this test");
+            let got = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{path:?}: {}", String::from_utf8_lossy(&out.stderr));
+            let (g, w): (Vec<_>, Vec<_>) = (got.lines().collect(), want.lines().collect());
+            assert_eq!(g.len(), w.len(), "{path:?}: line count");
+            for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+                assert_eq!(g, w, "{path:?}: line {i}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -834,6 +834,31 @@ impl<R: Read + Seek> TraceDat<R> {
         PageLayout::new(self.header_page, self.big_endian)
     }
 
+    /// The raw pages of one CPU of buffer `index` (`cpu` is an index into `Buffer::cpus`),
+    /// e.g. to copy them into another file.
+    pub fn page_source(&self, index: usize, cpu: usize) -> Result<Box<dyn PageSource + '_>, Error> {
+        let buf = self.buffers.get(index).ok_or_else(|| {
+            Error::invalid(
+                0,
+                "buffers",
+                format!("no buffer {index} (the file has {})", self.buffers.len()),
+            )
+        })?;
+        let c = *buf.cpus.get(cpu).ok_or_else(|| {
+            Error::invalid(
+                buf.offset,
+                "buffers",
+                format!("buffer {:?} has no CPU index {cpu}", buf.name),
+            )
+        })?;
+        let what = format!("CPU {} data of buffer {:?}", c.cpu, buf.name);
+        Ok(if buf.compressed {
+            Box::new(ChunkPages::new(self.input.clone(), c, self.compression, self.page_size, what))
+        } else {
+            Box::new(RegionPages::new(self.input.clone(), c, self.page_size, what))
+        })
+    }
+
     /// Stream buffer `index`'s records, all CPUs merged by time.
     pub fn records(&self, index: usize) -> Result<Records<'_>, Error> {
         let buf = self.buffers.get(index).ok_or_else(|| {
@@ -854,25 +879,8 @@ impl<R: Read + Seek> TraceDat<R> {
             ));
         }
         let mut sources: Vec<(u32, Box<dyn PageSource + '_>)> = Vec::new();
-        for c in &buf.cpus {
-            let what = format!("CPU {} data of buffer {:?}", c.cpu, buf.name);
-            if buf.compressed {
-                sources.push((
-                    c.cpu,
-                    Box::new(ChunkPages::new(
-                        self.input.clone(),
-                        *c,
-                        self.compression,
-                        self.page_size,
-                        what,
-                    )),
-                ));
-            } else {
-                sources.push((
-                    c.cpu,
-                    Box::new(RegionPages::new(self.input.clone(), *c, self.page_size, what)),
-                ));
-            }
+        for (i, c) in buf.cpus.iter().enumerate() {
+            sources.push((c.cpu, self.page_source(index, i)?));
         }
         Ok(Records::new(self.layout(), sources))
     }

@@ -466,6 +466,12 @@ impl Writer {
         out.bytes(&self.text_block(&meta.kallsyms, 4))?;
         out.bytes(&self.text_block(&meta.printk, 4))?;
         out.bytes(&self.text_block(&meta.cmdlines, 8))?;
+        // v6's first buffer is the top-level one (no name): give named buffers an empty top.
+        let mut buffers = buffers;
+        let added_top = buffers.first().is_some_and(|b| !b.name.is_empty());
+        if added_top {
+            buffers.insert(0, BufferPages { name: String::new(), cpus: Vec::new() });
+        }
         // v6 lists CPUs 0..n for every buffer.
         let ncpu = buffers
             .iter()
@@ -529,7 +535,7 @@ impl Writer {
                 b.u64(if size > 0 { start } else { 0 });
                 b.u64(size);
                 out.patch(slot, &b.v)?;
-                stats.pages.push((bi, c.cpu, pages));
+                stats.pages.push((bi - added_top as usize, c.cpu, pages));
             }
         }
         Ok(stats)
