@@ -1,6 +1,354 @@
-#[derive(clap::Args)]
-pub struct Args {}
+//! `tp report -i FILE`: a trace.dat file printed exactly as the kernel's `trace` file would
+//! print the same buffer, plus filters, `--raw`, `--json` and `--stat`.
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+use std::collections::BTreeMap;
+use std::io::{BufReader, Write};
+
+use anyhow::Context;
+use tp_format::render::{Options, Renderer, Tables};
+use tp_format::text::{self, Columns};
+use tp_format::tracedat::{Item, TraceDat};
+use tp_tracefs::events::glob_match;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The trace file (trace.dat v6 or v7, as tp record or trace-cmd writes it).
+    #[arg(short = 'i', long = "input", default_value = "trace.dat")]
+    input: String,
+    /// Only events matching this glob (`sched`, `sched:sched_switch`, `*:*wakeup*`);
+    /// repeatable.
+    #[arg(short = 'e', long = "event")]
+    events: Vec<String>,
+    /// Only events of these CPUs (`-C 0 -C 2` or `-C 0,2`).
+    #[arg(short = 'C', long = "cpu", value_delimiter = ',')]
+    cpus: Vec<u32>,
+    /// Only events of these pids (`-P 1234`, repeatable or comma separated).
+    #[arg(short = 'P', long = "pid", value_delimiter = ',')]
+    pids: Vec<i32>,
+    /// Only this buffer (instance name as trace-cmd stores it; "" is the top-level buffer).
+    #[arg(short = 'B', long = "buffer")]
+    buffer: Option<String>,
+    /// Print each event's fields (`name: field=value ...`) instead of its print fmt.
+    #[arg(long, conflicts_with_all = ["json", "stat"])]
+    raw: bool,
+    /// One JSON object per line and event, with typed fields.
+    #[arg(long, conflicts_with = "stat")]
+    json: bool,
+    /// Statistics instead of events: events per type and CPU, lost events per CPU.
+    #[arg(long)]
+    stat: bool,
+    /// Print the TGID column (as the kernel does with options/record-tgid).
+    #[arg(long)]
+    tgid: bool,
+    /// Leave out the header block.
+    #[arg(long)]
+    no_header: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let file =
+        std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
+    let dat = TraceDat::open(BufReader::with_capacity(1 << 16, file))
+        .with_context(|| format!("cannot read {}", args.input))?;
+    for e in &dat.format_errors {
+        eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
+    }
+    let clock = dat.clock.clone().unwrap_or_else(|| "local".into());
+    let options = Options {
+        columns: Columns { tgid: args.tgid, irq_info: true },
+        ts_in_ns: dat.tsc2nsec.is_some() || text::clock_is_ns(&clock),
+        big_endian: dat.big_endian,
+        long_size: dat.long_size,
+    };
+    let tables = Tables {
+        kallsyms: dat.kallsyms.clone(),
+        printk: dat.printk.clone(),
+        cmdlines: dat.cmdlines.clone(),
+    };
+    let renderer = Renderer::new(dat.events.clone(), tables, options);
+    let wanted = EventFilter::new(&args.events, &renderer)?;
+
+    let buffers: Vec<usize> = match &args.buffer {
+        Some(name) => {
+            let i = dat.buffers.iter().position(|b| &b.name == name).with_context(|| {
+                let names: Vec<_> = dat.buffers.iter().map(|b| format!("{:?}", b.name)).collect();
+                format!("no buffer {name:?} in {} (it has {})", args.input, names.join(", "))
+            })?;
+            vec![i]
+        }
+        // By default every buffer with events: `trace-cmd extract -B` also stores the
+        // (empty) top-level buffer.
+        None => {
+            let mut with_events = Vec::new();
+            for b in 0..dat.buffers.len() {
+                if has_events(&dat, b)? {
+                    with_events.push(b);
+                }
+            }
+            if with_events.is_empty() {
+                with_events = (0..dat.buffers.len().min(1)).collect();
+            }
+            with_events
+        }
+    };
+    let mut out = Output::new();
+    let mut status = 0;
+    for &b in &buffers {
+        if buffers.len() > 1 && !args.json {
+            out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers[b].name)));
+        }
+        if !args.stat && !args.json && !args.no_header {
+            // The kernel counts what is in the buffer and adds what was overwritten.
+            // Saved stats are read after the capture drained the buffer, so count the file.
+            let entries = count_events(&dat, b)?;
+            let written = entries + stats_overrun(&dat.cpustats, &dat.buffers[b].name);
+            let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[b].cpus.len());
+            text::write_header(&mut out.buf, entries, written, ncpus, options.columns);
+        }
+        let mut stat = Stat::default();
+        let mut records = dat.records(b)?;
+        while let Some(item) = records.next() {
+            match item {
+                Ok(Item::Event(r)) => {
+                    if !args.cpus.is_empty() && !args.cpus.contains(&r.cpu) {
+                        continue;
+                    }
+                    let Some(c) = renderer.common(r.data) else { continue };
+                    if !wanted.allows(c.id)
+                        || (!args.pids.is_empty() && !args.pids.contains(&c.pid))
+                    {
+                        continue;
+                    }
+                    let ts = dat.adjust_ts(r.ts);
+                    if args.stat {
+                        stat.event(c.id, r.cpu, ts);
+                    } else if args.json {
+                        renderer.render_json(r.cpu, ts, r.data, &mut out.buf);
+                        out.buf.push('\n');
+                    } else if args.raw {
+                        renderer.write_context(r.cpu, ts, r.data, &mut out.buf);
+                        renderer.render_raw(r.data, &mut out.buf);
+                        out.buf.push('\n');
+                    } else {
+                        renderer.render_line(r.cpu, ts, r.data, &mut out.buf);
+                    }
+                    out.maybe_flush()?;
+                }
+                Ok(Item::Lost(l)) => {
+                    if !args.cpus.is_empty() && !args.cpus.contains(&l.cpu) {
+                        continue;
+                    }
+                    if args.stat {
+                        stat.lost(l.cpu, l.count);
+                    } else if args.json {
+                        out.buf.push_str(&format!(
+                            "{{\"lost\":{},\"cpu\":{},\"ts\":{}}}\n",
+                            l.count.map(|c| c.to_string()).unwrap_or_else(|| "null".into()),
+                            l.cpu,
+                            dat.adjust_ts(l.ts)
+                        ));
+                    } else {
+                        text::write_lost(&mut out.buf, l.cpu, l.count);
+                    }
+                }
+                Err(e) => {
+                    // Keep going: every complete page is printed, then what was cut is said.
+                    out.flush()?;
+                    eprintln!("tp: {}: {e}", args.input);
+                    status = 1;
+                }
+            }
+        }
+        if args.stat {
+            stat.print(&mut out.buf, &renderer, &dat.buffers[b].name, &dat.cpustats);
+        }
+    }
+    out.flush()?;
+    Ok(status)
+}
+
+fn display_name(name: &str) -> &str {
+    if name.is_empty() {
+        "(top level)"
+    } else {
+        name
+    }
+}
+
+/// Events overwritten in the buffer (`overrun:` summed over CPUs) per the CPU stats the
+/// file saved for `buffer` (stats before the first `Buffer:` line are the top level's).
+fn stats_overrun(cpustats: &str, buffer: &str) -> u64 {
+    let mut in_buffer = buffer.is_empty();
+    let mut overrun = 0;
+    for line in cpustats.lines() {
+        if let Some(name) = line.strip_prefix("Buffer: ") {
+            in_buffer = name.trim() == buffer;
+        } else if let Some(v) = line.strip_prefix("overrun:") {
+            if in_buffer {
+                overrun += v.trim().parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    overrun
+}
+
+fn has_events<R: std::io::Read + std::io::Seek>(
+    dat: &TraceDat<R>,
+    buffer: usize,
+) -> anyhow::Result<bool> {
+    let mut records = dat.records(buffer)?;
+    while let Some(item) = records.next() {
+        if let Ok(Item::Event(_)) = item {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn count_events<R: std::io::Read + std::io::Seek>(
+    dat: &TraceDat<R>,
+    buffer: usize,
+) -> anyhow::Result<u64> {
+    let mut n = 0;
+    let mut records = dat.records(buffer)?;
+    while let Some(item) = records.next() {
+        if let Ok(Item::Event(_)) = item {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Event IDs selected by `-e` globs (all when none).
+struct EventFilter {
+    allowed: Option<Vec<bool>>,
+}
+
+impl EventFilter {
+    fn new(globs: &[String], renderer: &Renderer) -> anyhow::Result<EventFilter> {
+        if globs.is_empty() {
+            return Ok(EventFilter { allowed: None });
+        }
+        let mut allowed = vec![false; u16::MAX as usize + 1];
+        for g in globs {
+            let mut any = false;
+            for f in renderer.formats() {
+                let full = format!("{}:{}", f.system, f.name);
+                let hit = match g.split_once(':') {
+                    Some(_) => glob_match(g, &full),
+                    None => glob_match(g, &f.system) || glob_match(g, &f.name),
+                };
+                if hit && f.id <= u16::MAX as u32 {
+                    allowed[f.id as usize] = true;
+                    any = true;
+                }
+            }
+            if !any {
+                anyhow::bail!("no event in the file matches {g:?}");
+            }
+        }
+        Ok(EventFilter { allowed: Some(allowed) })
+    }
+
+    fn allows(&self, id: u16) -> bool {
+        self.allowed.as_ref().is_none_or(|a| a[id as usize])
+    }
+}
+
+/// `--stat` counters.
+#[derive(Default)]
+struct Stat {
+    per_event: BTreeMap<u16, u64>,
+    per_cpu: BTreeMap<u32, u64>,
+    lost: BTreeMap<u32, (u64, u64)>,
+    first: Option<u64>,
+    last: u64,
+    total: u64,
+}
+
+impl Stat {
+    fn event(&mut self, id: u16, cpu: u32, ts: u64) {
+        *self.per_event.entry(id).or_default() += 1;
+        *self.per_cpu.entry(cpu).or_default() += 1;
+        self.first = Some(self.first.map_or(ts, |f| f.min(ts)));
+        self.last = self.last.max(ts);
+        self.total += 1;
+    }
+
+    /// Lost events: (known count, reports without a count).
+    fn lost(&mut self, cpu: u32, count: Option<u64>) {
+        let e = self.lost.entry(cpu).or_default();
+        match count {
+            Some(n) => e.0 += n,
+            None => e.1 += 1,
+        }
+    }
+
+    fn print(&self, out: &mut String, r: &Renderer, buffer: &str, cpustats: &str) {
+        use std::fmt::Write as _;
+        let _ = writeln!(out, "buffer: {}", display_name(buffer));
+        let _ = writeln!(out, "total events {}", self.total);
+        if let Some(first) = self.first {
+            let _ = writeln!(out, "time span {:.6} s", (self.last - first) as f64 / 1e9);
+        }
+        let _ = writeln!(out, "\nevents per type:");
+        let mut by_count: Vec<_> = self.per_event.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (id, n) in by_count {
+            let name = r
+                .format(*id)
+                .map(|f| format!("{}:{}", f.system, f.name))
+                .unwrap_or_else(|| format!("[unknown id {id}]"));
+            let _ = writeln!(out, "  {n:>10}  {name}");
+        }
+        let _ = writeln!(out, "\nevents per CPU:");
+        for (cpu, n) in &self.per_cpu {
+            let _ = writeln!(out, "  CPU{cpu:<3} {n:>10}");
+        }
+        let _ = writeln!(out, "\nlost events per CPU (from the pages' missed-events flags):");
+        if self.lost.is_empty() {
+            let _ = writeln!(out, "  none");
+        }
+        for (cpu, (n, unknown)) in &self.lost {
+            let extra = if *unknown > 0 {
+                format!(" (+{unknown} gaps of unknown size)")
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "  CPU{cpu:<3} {n:>10}{extra}");
+        }
+        if !cpustats.is_empty() {
+            let _ = writeln!(out, "\nCPU stats saved in the file:");
+            for line in cpustats.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
+}
+
+/// Buffered stdout; a closed pipe ends `tp report | head` quietly (see main.rs).
+struct Output {
+    buf: String,
+    stdout: std::io::Stdout,
+}
+
+impl Output {
+    fn new() -> Output {
+        Output { buf: String::with_capacity(1 << 17), stdout: std::io::stdout() }
+    }
+
+    fn maybe_flush(&mut self) -> std::io::Result<()> {
+        if self.buf.len() >= 1 << 16 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut lock = self.stdout.lock();
+        lock.write_all(self.buf.as_bytes())?;
+        lock.flush()?;
+        self.buf.clear();
+        Ok(())
+    }
 }

@@ -207,10 +207,19 @@ impl EventFormat {
             line,
             message,
         };
+        let mut offset = 0;
         for (i, line) in text.lines().enumerate() {
             let lineno = i + 1;
+            let line_start = offset;
+            offset += line.len() + 1;
             let t = line.trim();
-            if let Some(v) = line.strip_prefix("name: ") {
+            if line.starts_with("print fmt: ") {
+                // The print fmt runs to the end of the file: a few kernel formats have
+                // string literals with raw newlines in them (ext4_fc_stats, ext4 fsmap).
+                let rest = &text[line_start + "print fmt: ".len()..];
+                print_fmt = Some(rest.strip_suffix('\n').unwrap_or(rest).to_string());
+                break;
+            } else if let Some(v) = line.strip_prefix("name: ") {
                 name = Some(v.trim().to_string());
             } else if let Some(v) = line.strip_prefix("ID: ") {
                 id = Some(
@@ -219,8 +228,6 @@ impl EventFormat {
                         .map_err(|_| err(&name, lineno, format!("bad ID {:?}", v.trim())))?,
                 );
             } else if t == "format:" {
-            } else if let Some(v) = line.strip_prefix("print fmt: ") {
-                print_fmt = Some(v.to_string());
             } else if t.is_empty() {
                 if !common_fields.is_empty() {
                     in_common = false;
@@ -392,6 +399,14 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         assert_eq!(e.field("name").unwrap().bytes(&rec, false), None);
         rec[4..8].copy_from_slice(&(-5i32).to_le_bytes());
         assert_eq!(e.field("common_pid").unwrap().read_int(&rec, false), Some(-5));
+    }
+
+    #[test]
+    fn print_fmt_may_span_lines() {
+        let text = "name: x\nID: 1\nformat:\n\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;\n\n\
+print fmt: \"a\nb=%d\", REC->a\n";
+        let e = EventFormat::parse("s", text).unwrap();
+        assert_eq!(e.print_fmt, "\"a\nb=%d\", REC->a");
     }
 
     #[test]

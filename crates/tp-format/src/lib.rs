@@ -6,12 +6,14 @@
 //! - [`page`]: ring-buffer pages as the kernel writes them.
 //! - [`tracedat`]: trace-cmd's `trace.dat` files, versions 6 and 7.
 //! - [`symbols`]: kallsyms, printk formats and saved_cmdlines tables.
+//! - [`render`]: whole event lines (context + text), `--raw` field dumps and JSON.
 //! - [`text`]: the kernel's `trace` text layout (header block and context columns).
 
 pub mod format;
 pub mod header;
 pub mod page;
 pub mod printfmt;
+pub mod render;
 pub mod symbols;
 pub mod text;
 pub mod tracedat;

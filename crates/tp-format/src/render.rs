@@ -1,0 +1,325 @@
+//! Whole event lines: the context columns ([`crate::text`]) plus the event's text
+//! ([`crate::printfmt`]), for every event of a trace, by event ID. Also the `--raw` field
+//! dump and JSON objects. One renderer serves `tp report`, `tp stream` and Rust sinks.
+
+use crate::format::{EventFormat, Field, FieldKind};
+use crate::printfmt::{Compiled, PrintFmtError, RenderCtx};
+use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
+use crate::text::{self, Columns, Context};
+
+/// The tables printing needs besides the formats.
+#[derive(Debug, Clone, Default)]
+pub struct Tables {
+    pub kallsyms: Kallsyms,
+    pub printk: PrintkFormats,
+    pub cmdlines: Cmdlines,
+}
+
+/// How lines are laid out.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub columns: Columns,
+    /// Timestamps in nanoseconds (see [`text::clock_is_ns`]).
+    pub ts_in_ns: bool,
+    pub big_endian: bool,
+    pub long_size: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { columns: Columns::default(), ts_in_ns: true, big_endian: false, long_size: 8 }
+    }
+}
+
+struct Event {
+    format: EventFormat,
+    program: Result<Compiled, PrintFmtError>,
+}
+
+/// Decoded common fields of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Common {
+    pub id: u16,
+    pub flags: u8,
+    pub preempt_count: u8,
+    pub pid: i32,
+}
+
+/// Renders records of one trace: formats compiled once, looked up by ID per record.
+pub struct Renderer {
+    events: Vec<Event>,
+    /// Event ID -> index into `events` (u32::MAX for unknown IDs).
+    by_id: Vec<u32>,
+    pub tables: Tables,
+    pub options: Options,
+}
+
+impl Renderer {
+    /// Compile every format. Print fmts that do not compile are kept with their error (see
+    /// [`Renderer::compile_errors`]) and their events print as a field dump.
+    pub fn new(formats: Vec<EventFormat>, tables: Tables, options: Options) -> Renderer {
+        let mut by_id = Vec::new();
+        let mut events = Vec::with_capacity(formats.len());
+        for format in formats {
+            let id = format.id as usize;
+            if id > u16::MAX as usize {
+                continue; // common_type is 16 bits: such an event can never be referenced
+            }
+            if by_id.len() <= id {
+                by_id.resize(id + 1, u32::MAX);
+            }
+            by_id[id] = events.len() as u32;
+            let program = Compiled::compile(&format);
+            events.push(Event { format, program });
+        }
+        Renderer { events, by_id, tables, options }
+    }
+
+    /// Events whose print fmt did not compile, with why.
+    pub fn compile_errors(&self) -> impl Iterator<Item = &PrintFmtError> {
+        self.events.iter().filter_map(|e| e.program.as_ref().err())
+    }
+
+    pub fn formats(&self) -> impl Iterator<Item = &EventFormat> {
+        self.events.iter().map(|e| &e.format)
+    }
+
+    /// The format of event `id`.
+    pub fn format(&self, id: u16) -> Option<&EventFormat> {
+        self.event(id).map(|e| &e.format)
+    }
+
+    fn event(&self, id: u16) -> Option<&Event> {
+        let i = *self.by_id.get(id as usize)?;
+        self.events.get(i as usize)
+    }
+
+    /// Decode the common fields (`common_type`, `common_flags`, `common_preempt_count`,
+    /// `common_pid`), laid out identically for every event.
+    pub fn common(&self, data: &[u8]) -> Option<Common> {
+        if data.len() < 8 {
+            return None;
+        }
+        let be = self.options.big_endian;
+        let u16_at = |o: usize| {
+            let b = [data[o], data[o + 1]];
+            if be {
+                u16::from_be_bytes(b)
+            } else {
+                u16::from_le_bytes(b)
+            }
+        };
+        let b = [data[4], data[5], data[6], data[7]];
+        let pid = if be { i32::from_be_bytes(b) } else { i32::from_le_bytes(b) };
+        Some(Common { id: u16_at(0), flags: data[2], preempt_count: data[3], pid })
+    }
+
+    fn ctx(&self) -> RenderCtx<'_> {
+        RenderCtx {
+            kallsyms: &self.tables.kallsyms,
+            printk: &self.tables.printk,
+            big_endian: self.options.big_endian,
+            long_size: self.options.long_size,
+        }
+    }
+
+    /// Append one line as the kernel's `trace` file prints it, newline included.
+    pub fn render_line(&self, cpu: u32, ts: u64, data: &[u8], out: &mut String) {
+        self.write_context(cpu, ts, data, out);
+        self.render_text(data, out);
+        out.push('\n');
+    }
+
+    /// The context columns (`comm-pid [cpu] flags ts: `).
+    pub fn write_context(&self, cpu: u32, ts: u64, data: &[u8], out: &mut String) {
+        let c = self.common(data).unwrap_or(Common { id: 0, flags: 0, preempt_count: 0, pid: 0 });
+        let cols = self.options.columns;
+        let tgid = if cols.tgid { self.tables.cmdlines.tgid(c.pid) } else { None };
+        let ctx = Context {
+            comm: self.tables.cmdlines.comm(c.pid),
+            pid: c.pid,
+            tgid,
+            cpu,
+            flags: c.flags,
+            preempt_count: c.preempt_count,
+            ts,
+        };
+        text::write_context(out, &ctx, cols, self.options.ts_in_ns);
+    }
+
+    /// The event's part of the line (`name: text`), without newline.
+    pub fn render_text(&self, data: &[u8], out: &mut String) {
+        let Some(c) = self.common(data) else {
+            out.push_str("[TRUNCATED RECORD]");
+            return;
+        };
+        let Some(ev) = self.event(c.id) else {
+            out.push_str("[UNKNOWN EVENT ");
+            text::push_u64(out, c.id as u64);
+            out.push(']');
+            return;
+        };
+        match &ev.program {
+            Ok(p) => {
+                if p.prints_name() {
+                    out.push_str(&ev.format.name);
+                    out.push_str(": ");
+                }
+                p.render(data, &self.ctx(), out);
+            }
+            Err(_) => self.render_fields(ev, data, out),
+        }
+    }
+
+    /// `name: field=value ...`: every field of the record, no print fmt (`--raw`).
+    pub fn render_raw(&self, data: &[u8], out: &mut String) {
+        match self.common(data).and_then(|c| self.event(c.id)) {
+            Some(ev) => self.render_fields(ev, data, out),
+            None => self.render_text(data, out),
+        }
+    }
+
+    fn render_fields(&self, ev: &Event, data: &[u8], out: &mut String) {
+        out.push_str(&ev.format.name);
+        out.push(':');
+        for f in &ev.format.fields {
+            out.push(' ');
+            out.push_str(&f.name);
+            out.push('=');
+            match field_value(f, data, self.options.big_endian) {
+                Value::Int(v) => out.push_str(&v.to_string()),
+                Value::Str(s) => out.push_str(&s),
+                Value::Ints(v) => {
+                    out.push('[');
+                    for (i, x) in v.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(&x.to_string());
+                    }
+                    out.push(']');
+                }
+                Value::Missing => out.push_str("<truncated>"),
+            }
+        }
+    }
+
+    /// One JSON object (no trailing newline): time, CPU, task and typed fields.
+    pub fn render_json(&self, cpu: u32, ts: u64, data: &[u8], out: &mut String) {
+        let c = self.common(data).unwrap_or(Common { id: 0, flags: 0, preempt_count: 0, pid: 0 });
+        out.push_str("{\"ts\":");
+        text::push_u64(out, ts);
+        out.push_str(",\"cpu\":");
+        text::push_u64(out, cpu as u64);
+        out.push_str(",\"pid\":");
+        text::push_i64(out, c.pid as i64);
+        out.push_str(",\"comm\":");
+        push_json_str(out, self.tables.cmdlines.comm(c.pid));
+        out.push_str(",\"flags\":");
+        text::push_u64(out, c.flags as u64);
+        out.push_str(",\"preempt_count\":");
+        text::push_u64(out, c.preempt_count as u64);
+        match self.event(c.id) {
+            Some(ev) => {
+                out.push_str(",\"system\":");
+                push_json_str(out, &ev.format.system);
+                out.push_str(",\"event\":");
+                push_json_str(out, &ev.format.name);
+                out.push_str(",\"fields\":{");
+                for (i, f) in ev.format.fields.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    push_json_str(out, &f.name);
+                    out.push(':');
+                    match field_value(f, data, self.options.big_endian) {
+                        Value::Int(v) => out.push_str(&v.to_string()),
+                        Value::Str(s) => push_json_str(out, &s),
+                        Value::Ints(v) => {
+                            out.push('[');
+                            for (i, x) in v.iter().enumerate() {
+                                if i > 0 {
+                                    out.push(',');
+                                }
+                                out.push_str(&x.to_string());
+                            }
+                            out.push(']');
+                        }
+                        Value::Missing => out.push_str("null"),
+                    }
+                }
+                out.push_str("},\"text\":");
+                let mut t = String::new();
+                self.render_text(data, &mut t);
+                push_json_str(out, &t);
+            }
+            None => {
+                out.push_str(",\"event\":null,\"id\":");
+                text::push_u64(out, c.id as u64);
+            }
+        }
+        out.push('}');
+    }
+}
+
+/// A field's value, typed for `--raw` and JSON.
+enum Value {
+    Int(i128),
+    Str(String),
+    Ints(Vec<i128>),
+    Missing,
+}
+
+fn field_value(f: &Field, data: &[u8], be: bool) -> Value {
+    match f.kind {
+        FieldKind::Scalar | FieldKind::Pointer => {
+            f.read_int(data, be).map(Value::Int).unwrap_or(Value::Missing)
+        }
+        _ => {
+            let Some(bytes) = f.bytes(data, be) else { return Value::Missing };
+            if f.is_string() {
+                let end = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+                return Value::Str(String::from_utf8_lossy(&bytes[..end]).into_owned());
+            }
+            let n = f.element_size().max(1);
+            if !matches!(n, 1 | 2 | 4 | 8) {
+                return Value::Ints(bytes.iter().map(|&b| b as i128).collect());
+            }
+            Value::Ints(
+                bytes
+                    .chunks_exact(n)
+                    .filter_map(|c| crate::format::read_int(c, f.signed, be))
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// Append `s` as a JSON string literal.
+pub fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes() {
+        let mut s = String::new();
+        push_json_str(&mut s, "a\"b\\\n\x01");
+        assert_eq!(s, r#""a\"b\\\n\u0001""#);
+    }
+}
