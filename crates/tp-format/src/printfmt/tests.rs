@@ -159,7 +159,6 @@ fn renders_like_the_kernel() {
         }
     }
     // A varied workload: processes, files, sockets, memory, a trace_marker write.
-    inst.write("trace_marker", "tp printfmt oracle");
     for _ in 0..2 {
         let _ = std::process::Command::new("sh")
             .args(["-c", "ls -la /proc/self/ >/dev/null; cat /etc/hostname >/dev/null; echo x > /tmp/tp-pf-oracle; sync /tmp/tp-pf-oracle; rm -f /tmp/tp-pf-oracle; sleep 0.05"])
@@ -175,8 +174,14 @@ fn renders_like_the_kernel() {
             }
         }
     }
+    if let Ok(extra) = std::env::var("TP_PF_EXTRA") {
+        let _ = std::process::Command::new("sh").args(["-c", &extra]).status();
+    }
     let v: Vec<u8> = (0..1 << 20).map(|i| i as u8).collect();
     drop(std::hint::black_box(v));
+    // Last, so that a full ring buffer (which drops the oldest pages) keeps them.
+    inst.write("trace_marker", "tp printfmt oracle");
+    inst.write("trace_marker", "no newline\tat the end\n");
     inst.write("tracing_on", "0");
     inst.write("events/enable", "0");
 
@@ -262,6 +267,11 @@ fn renders_like_the_kernel() {
     let mut by_event: HashMap<String, (usize, usize, Vec<String>)> = HashMap::new();
     let mut s = String::new();
     let mut known: HashMap<String, usize> = HashMap::new();
+    let mut dump = std::env::var_os("TP_PF_DUMP").map(|p| Dump {
+        path: p.into(),
+        taken: HashMap::new(),
+        text: String::new(),
+    });
     for r in &records {
         if r.len() < 8 {
             continue;
@@ -284,7 +294,12 @@ fn renders_like_the_kernel() {
         let e = by_event.entry(key).or_default();
         e.0 += 1;
         match kernel.get_mut(&s) {
-            Some(n) if *n > 0 => *n -= 1,
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if let Some(d) = dump.as_mut() {
+                    d.offer(f, r, &s, &kallsyms);
+                }
+            }
             _ => {
                 e.1 += 1;
                 if e.2.len() < 3 {
@@ -321,9 +336,125 @@ fn renders_like_the_kernel() {
         bad,
         bad_events.len()
     );
+    if let Some(d) = dump {
+        std::fs::write(&d.path, d.text).expect("write dump");
+    }
+    if std::env::var_os("TP_PF_LIST").is_some() {
+        eprintln!("covered: {}", names.join(" "));
+    }
     for (k, n) in &known {
         eprintln!("not compared (needs kernel state at print time): {k}: {n} records");
     }
     assert!(total > 0, "no records captured");
     assert_eq!(bad, 0, "differing event types: {bad_events:?}");
+}
+
+/// Fixture capture for [`renders_like_the_kernel`] (`TP_PF_DUMP=file`): for event types whose
+/// print fmt uses interesting constructs, up to two records the kernel printed identically, with
+/// the format file and the kernel's text. See `testdata/README`.
+struct Dump {
+    path: std::path::PathBuf,
+    taken: std::collections::HashMap<String, usize>,
+    text: String,
+}
+
+impl Dump {
+    fn offer(&mut self, f: &EventFormat, rec: &[u8], line: &str, ks: &Kallsyms) {
+        const MARKS: &[&str] = &[
+            "__print_flags",
+            "__print_symbolic",
+            "%pI",
+            "%pS",
+            "%ps",
+            "__print_hex",
+            "cpumask",
+            "jiffies_to_msecs",
+            "?",
+            "sizeof",
+            "%c",
+            "%*",
+            "%.*",
+            "%-",
+            "%#",
+            "%0",
+            "__get_str",
+            "%pU",
+            "%pM",
+            "__print_array",
+            "%hh",
+            "%h",
+            "%lld",
+            "%o",
+            "%X",
+        ];
+        let special = f.system == "ftrace"
+            || (f.system == "syscalls"
+                && (f.name.ends_with("openat") || f.name.ends_with("getppid")));
+        let score = MARKS.iter().filter(|m| f.print_fmt.contains(*m)).count();
+        if score == 0 && !special {
+            return;
+        }
+        let key = format!("{}:{}", f.system, f.name);
+        let n = self.taken.entry(key).or_default();
+        if *n >= 1 || (self.text.len() > 200_000 && !special) {
+            return;
+        }
+        *n += 1;
+        let hex: String = rec.iter().map(|b| format!("{b:02x}")).collect();
+        // The kallsyms lines this record's addresses need (symbol and the next one).
+        let mut syms = String::new();
+        let all = ks.symbols();
+        for w in rec.chunks_exact(8).skip(1) {
+            let v = u64::from_le_bytes(w.try_into().unwrap());
+            let Some(r) = ks.resolve(v) else { continue };
+            let base = v - r.offset;
+            let i = all.partition_point(|s| s.addr < base);
+            let next = all[i..].iter().find(|s| s.addr > base);
+            for s in all.get(i).into_iter().chain(next) {
+                syms.push_str(&format!("{:016x} t {}", s.addr, s.name));
+                if let Some(m) = &s.module {
+                    syms.push_str(&format!("\t[{m}]"));
+                }
+                syms.push('\n');
+            }
+        }
+        self.text.push_str(&format!(
+            "@@ {}\n{}@@ kallsyms\n{}@@ record\n{}\n@@ kernel\n{}\n@@ end\n",
+            f.system,
+            f.to_format_text(),
+            syms,
+            hex,
+            line
+        ));
+    }
+}
+
+/// Kernel-confirmed records (see testdata/README): each renders exactly as the kernel did.
+#[test]
+fn fixtures_render_like_the_kernel() {
+    let text = include_str!("testdata/kernel-6.18-records.txt");
+    let printk = PrintkFormats::default();
+    let mut n = 0;
+    for block in text.split("@@ end\n").filter(|b| !b.trim().is_empty()) {
+        let (head, rest) = block.split_once("@@ kallsyms\n").expect("kallsyms section");
+        let (system, format) = head.trim_start_matches("@@ ").split_once('\n').expect("system");
+        let (syms, rest) = rest.split_once("@@ record\n").expect("record section");
+        let (hex, kernel) = rest.split_once("\n@@ kernel\n").expect("kernel section");
+        let kernel = kernel.strip_suffix('\n').unwrap_or(kernel);
+        let f = EventFormat::parse(system, format).expect("fixture format parses");
+        let rec: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let ks = Kallsyms::parse(syms);
+        let c = Compiled::compile(&f).expect("compiles");
+        let mut s = String::new();
+        if c.prints_name() {
+            s.push_str(&f.name);
+            s.push_str(": ");
+        }
+        c.render(&rec, &ctx(&ks, &printk), &mut s);
+        assert_eq!(s, kernel, "{system}:{}", f.name);
+        n += 1;
+    }
+    assert!(n > 100, "only {n} fixtures");
 }
