@@ -8,10 +8,11 @@ use anyhow::{Context, Result};
 use tp_tracefs::{CpuStats, EventId, Instance, Tracefs};
 
 /// Everything a trace.dat holds besides the per-CPU pages.
-#[allow(dead_code)] // until every field goes to the writer
+#[allow(dead_code)] // kernel_release, saved_tgids, clock_text, instance: not in the writer's metadata yet
 #[derive(Debug, Clone)]
 pub struct Metadata {
     pub header_page: String,
+    pub header: tp_format::header::HeaderPage,
     pub header_event: String,
     pub page_size: usize,
     pub commit_offset: usize,
@@ -32,6 +33,8 @@ pub struct Metadata {
     pub clock_text: String,
     pub clock: String,
     pub stats: Vec<CpuStats>,
+    /// CPUs of the machine (per_cpu directories).
+    pub cpu_count: u32,
     /// Instance name ("" for the top-level buffer).
     pub instance: String,
 }
@@ -70,6 +73,7 @@ impl Metadata {
         let clock = tp_tracefs::parse_trace_clock(&clock_text).0;
         Ok(Metadata {
             header_page,
+            header: hp,
             header_event: tfs.header_event_text()?,
             page_size: hp.page_size(),
             commit_offset: hp.commit_offset,
@@ -85,6 +89,7 @@ impl Metadata {
             kernel_release: u.release,
             clock_text,
             clock,
+            cpu_count: inst.cpus()?.len() as u32,
             stats,
             instance: inst.name().to_string(),
         })
@@ -149,20 +154,74 @@ fn scan_missed(meta: &Metadata, path: &Path) -> Result<(u64, u64)> {
 }
 
 /// trace.dat flavour.
-#[allow(dead_code)]
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
     pub version: u32,
     pub compress: bool,
 }
 
-/// Write the trace.dat: metadata, then each CPU's pages verbatim.
+/// Write the trace.dat: metadata, then each CPU's pages verbatim. The file is written
+/// beside `out` and renamed into place, so a failed write never leaves half a file.
 pub fn write_tracedat(
     out: &Path,
     meta: &Metadata,
     cpus: &[(u32, PathBuf)],
     opts: &WriteOptions,
 ) -> Result<()> {
-    let _ = (out, meta, cpus, opts);
-    anyhow::bail!("the trace.dat writer (tp-format) is not available yet")
+    use tp_format::tracedat as td;
+    let header_page = meta.header;
+    let mut stats: Vec<&CpuStats> = meta.stats.iter().collect();
+    stats.sort_by_key(|s| s.cpu);
+    let m = td::Metadata {
+        header_page,
+        header_event_text: meta.header_event.clone(),
+        ftrace_formats: meta.ftrace_formats.clone(),
+        event_formats: meta.event_formats.clone(),
+        kallsyms: meta.kallsyms.clone(),
+        printk: meta.printk_formats.clone(),
+        cmdlines: meta.saved_cmdlines.clone(),
+        clock: meta.clock.clone(),
+        uname: Some(meta.uname.clone()),
+        cpustats: stats.iter().map(|s| s.text.clone()).collect(),
+        cpu_count: meta.cpu_count,
+        ..td::Metadata::default()
+    };
+    let mut sources = Vec::new();
+    for (cpu, path) in cpus {
+        let f = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
+        sources.push(td::CpuPages {
+            cpu: *cpu,
+            pages: Box::new(std::io::BufReader::with_capacity(1 << 20, f)),
+        });
+    }
+    let buffers = vec![td::BufferPages { name: String::new(), cpus: sources }];
+    let wopts = td::WriterOptions {
+        version: opts.version,
+        compression: if opts.compress { td::Compression::Zstd } else { td::Compression::None },
+        page_size: meta.page_size,
+        ..td::WriterOptions::default()
+    };
+    let tmp = tmp_name(out);
+    let file = std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let res = td::Writer::new(wopts).write(&mut w, &m, buffers);
+    let res = res.map_err(anyhow::Error::from).and_then(|_| {
+        use std::io::Write;
+        w.flush()?;
+        Ok(())
+    });
+    drop(w);
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.context(format!("writing {}", out.display())));
+    }
+    std::fs::rename(&tmp, out)
+        .with_context(|| format!("rename {} to {}", tmp.display(), out.display()))?;
+    Ok(())
+}
+
+fn tmp_name(out: &Path) -> PathBuf {
+    let mut name = out.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "trace.dat".into());
+    name.push(format!(".tp-{}.tmp", std::process::id()));
+    out.with_file_name(name)
 }

@@ -99,6 +99,13 @@ pub fn summary(
         elapsed.as_secs_f64(),
         if written { format!(" -> {}", out.display()) } else { String::new() }
     );
+    let (user, sys) = tp_tracefs::process::self_cpu_time();
+    eprintln!(
+        "tp: recorder CPU {:.3}s (user {:.3}s, system {:.3}s)",
+        (user + sys).as_secs_f64(),
+        user.as_secs_f64(),
+        sys.as_secs_f64()
+    );
     let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
     let flagged: u64 = lost.iter().map(|l| l.flagged_pages).sum();
     if total_lost == 0 && flagged == 0 {
