@@ -198,7 +198,16 @@ fn atoi(fmt: &[u8], i: &mut usize) -> i32 {
         v = v.saturating_mul(10).saturating_add((d - b'0') as i32);
         *i += 1;
     }
-    v
+    clamp_count(v)
+}
+
+/// The kernel renders an event into a one-page `trace_seq`, so no width or precision can
+/// matter beyond a page; clamping also keeps hostile formats and records from making the
+/// renderer pad without bound.
+pub(crate) const MAX_COUNT: i32 = 4096;
+
+pub(crate) fn clamp_count(v: i32) -> i32 {
+    v.clamp(-MAX_COUNT, MAX_COUNT)
 }
 
 fn ptr_ext(e: &[u8]) -> PtrExt {

@@ -233,7 +233,7 @@ pub(crate) fn run(ops: &[Op], args: &[Node], env: &Env<'_>, ctx: &RenderCtx<'_>,
 
 fn int_arg(n: &Node, env: &Env<'_>) -> i32 {
     match eval(n, env) {
-        Val::Int(v, _) => v as u32 as i32,
+        Val::Int(v, _) => printf::clamp_count(v as u32 as i32),
         _ => 0,
     }
 }

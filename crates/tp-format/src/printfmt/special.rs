@@ -291,7 +291,7 @@ pub(crate) fn bstr_printf(out: &mut String, fmt: &[u8], buf: &[u8], ctx: &Render
                 let mut flags = s.flags;
                 let mut width = match s.width {
                     Count::Fixed(w) => w,
-                    Count::Arg => get(&mut p, 4).unwrap_or(0) as u32 as i32,
+                    Count::Arg => printf::clamp_count(get(&mut p, 4).unwrap_or(0) as u32 as i32),
                     Count::None => -1,
                 };
                 if s.width == Count::Arg && width < 0 {
@@ -300,7 +300,9 @@ pub(crate) fn bstr_printf(out: &mut String, fmt: &[u8], buf: &[u8], ctx: &Render
                 }
                 let prec = match s.prec {
                     Count::Fixed(v) => v,
-                    Count::Arg => (get(&mut p, 4).unwrap_or(0) as u32 as i32).max(0),
+                    Count::Arg => {
+                        printf::clamp_count(get(&mut p, 4).unwrap_or(0) as u32 as i32).max(0)
+                    }
                     Count::None => -1,
                 };
                 let v = match &s.conv {
