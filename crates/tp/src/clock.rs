@@ -133,8 +133,25 @@ fn convert(tsc: u64) -> u64 {
 /// Now, in CLOCK_MONOTONIC nanoseconds.
 #[inline(always)]
 pub fn now_ns() -> u64 {
+    from_raw(raw_now())
+}
+
+/// A raw clock reading (TSC ticks, or 0 when the TSC is not used); convert with
+/// [`from_raw`]. Split so callers can start the read early.
+#[inline(always)]
+pub fn raw_now() -> u64 {
     if USE_TSC.load(Ordering::Relaxed) {
-        convert(rdtsc())
+        rdtsc()
+    } else {
+        0
+    }
+}
+
+/// CLOCK_MONOTONIC nanoseconds for a [`raw_now`] reading.
+#[inline(always)]
+pub fn from_raw(raw: u64) -> u64 {
+    if raw != 0 {
+        convert(raw)
     } else {
         monotonic_ns()
     }

@@ -215,10 +215,11 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
     site: &Site,
     len: usize,
     write: &W,
+    raw_ts: u64,
 ) -> Option<(*const u8, u64)> {
     let gen = ACTIVE_GEN.load(Ordering::Acquire);
     let ring = if ctx.rec_gen.get() == gen { ctx.rec.get() } else { attach(ctx, gen)? };
-    let ts = crate::clock::now_ns();
+    let ts = crate::clock::from_raw(raw_ts);
     // SAFETY: the ring of the current generation lives until the recording is finished,
     // which waits for this read section to end.
     let ring = unsafe { &*ring };

@@ -28,6 +28,8 @@ struct PageMem(UnsafeCell<[u8; PAGE_SIZE]>);
 /// Producer-only state.
 struct Producer {
     page: Option<usize>,
+    /// Start of the current page (valid while `page` is `Some`).
+    cur: *mut u8,
     off: usize,
     last_ts: u64,
     pending_lost: u64,
@@ -40,7 +42,6 @@ pub struct PageRing {
     tail: AtomicUsize,
     prod: UnsafeCell<Producer>,
     lost: AtomicU64,
-    events: AtomicU64,
     /// Set when the owning thread finished its last page and will not write again.
     pub(crate) closed: AtomicBool,
 }
@@ -60,9 +61,14 @@ impl PageRing {
             pages: (0..n).map(|_| PageMem(UnsafeCell::new([0; PAGE_SIZE]))).collect(),
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
-            prod: UnsafeCell::new(Producer { page: None, off: 0, last_ts: 0, pending_lost: 0 }),
+            prod: UnsafeCell::new(Producer {
+                page: None,
+                cur: core::ptr::null_mut(),
+                off: 0,
+                last_ts: 0,
+                pending_lost: 0,
+            }),
             lost: AtomicU64::new(0),
-            events: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         }
     }
@@ -97,7 +103,7 @@ impl PageRing {
             }
             (delta, ext) = (0, 0);
         }
-        let page = self.page_ptr(p.page.unwrap_or(0));
+        let page = p.cur;
         // SAFETY: the current page belongs to the producer; off + ext + hdr + data_len fits
         // in the page's data area (checked above).
         unsafe {
@@ -122,8 +128,6 @@ impl PageRing {
             }
             p.off += ext + hdr + data_len;
             p.last_ts = ts;
-            let ev = self.events.load(Ordering::Relaxed);
-            self.events.store(ev + 1, Ordering::Relaxed);
             Some(at.add(hdr))
         }
     }
@@ -144,6 +148,7 @@ impl PageRing {
         // SAFETY: page `head` is free (the consumer released it through `tail`).
         unsafe { (page as *mut u64).write(ts) };
         p.page = Some(head);
+        p.cur = page;
         p.off = 0;
         p.last_ts = ts;
         true
@@ -196,10 +201,5 @@ impl PageRing {
     /// Events dropped because the buffer was full (or the record too big).
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
-    }
-
-    /// Events written.
-    pub fn events(&self) -> u64 {
-        self.events.load(Ordering::Relaxed)
     }
 }

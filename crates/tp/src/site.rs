@@ -419,11 +419,13 @@ pub fn emit<W: Fn(&mut RecordWriter, Common)>(
     write: W,
     args: *const (),
 ) {
+    // Read the clock first: its latency overlaps the bookkeeping below.
+    let tsc = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
     ctx::with(|ctx| {
         let _g = ReadGuard::new(ctx);
         let mut rec = None;
         if state & RECORD != 0 {
-            rec = crate::recorder::record(ctx, site, len, &write);
+            rec = crate::recorder::record(ctx, site, len, &write, tsc);
         }
         if state & (PROBES | SINKS) != 0 {
             dispatch(ctx, site, state, len, &write, rec, args);
