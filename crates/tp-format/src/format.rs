@@ -338,7 +338,10 @@ fn parse_declaration(decl: &str, size: usize) -> Result<(String, String, FieldKi
 fn split_name(d: &str) -> Result<(String, String), String> {
     let d = d.trim();
     let start =
-        d.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map(|i| i + 1).unwrap_or(0);
+        d.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |i| {
+            // Past that character (it may be several bytes long).
+            i + d[i..].chars().next().map_or(1, char::len_utf8)
+        });
     let name = &d[start..];
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(format!("no field name in declaration {d:?}"));
