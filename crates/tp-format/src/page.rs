@@ -168,13 +168,18 @@ impl<'a> Page<'a> {
         }
         let timestamp = layout.uint_at(bytes, h.timestamp_offset, 8);
         let word = layout.uint_at(bytes, h.commit_offset, h.commit_size);
-        let commit = word & !RB_MISSED_MASK;
+        // The kernel adds its flags as `int`s (`1 << 31` is negative) to a 64-bit `local_t`,
+        // so on 64-bit kernels they arrive sign-extended, and a page can carry the missed
+        // flag added twice (seen on 6.18: 0xffffffff00000fe8). Any bit from 31 up means
+        // "events missed"; the length is what lies below the flags.
+        let commit = word & (RB_MISSED_STORED - 1);
+        let missed_flag = word >> 31 != 0;
         let max = (bytes.len() - h.data_offset).min(h.data_size);
         if commit > max as u64 {
             return Err(PageError::CommitTooLarge { commit, max });
         }
         let commit = commit as usize;
-        let missed = if word & RB_MISSED_EVENTS == 0 {
+        let missed = if !missed_flag {
             Missed::None
         } else if word & RB_MISSED_STORED != 0 && commit + h.commit_size <= max {
             Missed::Count(layout.uint_at(bytes, h.data_offset + commit, h.commit_size))
@@ -503,6 +508,15 @@ mod tests {
     fn collect(page: &[u8]) -> Vec<Result<(u64, Vec<u8>), PageError>> {
         let p = Page::parse(&L, page).unwrap();
         p.events().map(|r| r.map(|r| (r.ts, r.data.to_vec()))).collect()
+    }
+
+    #[test]
+    fn sign_extended_missed_flags() {
+        // Commit word of a real 6.18 page after overruns: the flag added twice, sign-extended.
+        let mut page = vec![0u8; 4096];
+        page[8..16].copy_from_slice(&0xffff_ffff_0000_0010u64.to_le_bytes());
+        let p = Page::parse(&PageLayout::X86_64, &page).unwrap();
+        assert_eq!((p.commit, p.missed), (0x10, Missed::Unknown));
     }
 
     #[test]
