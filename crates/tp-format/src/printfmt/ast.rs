@@ -75,7 +75,6 @@ pub(crate) enum Ty {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UnOp {
     Neg,
-    Not,
     BitNot,
 }
 

@@ -8,12 +8,13 @@ use super::RenderCtx;
 use crate::format::read_uint;
 
 pub(crate) fn render(out: &mut String, h: &Helper, env: &Env<'_>, ctx: &RenderCtx<'_>) {
-    let _ = ctx;
+    // `unsigned long` parameters are 32 bits on 32-bit kernels; the `_u64` variants are not.
+    let ulong = |v: u64, wide: bool| if wide || ctx.long_size >= 8 { v } else { v & 0xffff_ffff };
     match h {
-        Helper::Flags { val, delim, table, wide: _ } => {
+        Helper::Flags { val, delim, table, wide } => {
             // trace_print_flags_seq(): take matching masks in table order while bits remain;
             // leftover bits as 0x%lx.
-            let Some(mut flags) = eval(val, env).as_u64() else {
+            let Some(mut flags) = eval(val, env).as_u64().map(|v| ulong(v, *wide)) else {
                 out.push_str(BAD);
                 return;
             };
@@ -40,10 +41,10 @@ pub(crate) fn render(out: &mut String, h: &Helper, env: &Env<'_>, ctx: &RenderCt
                 push_hex(out, flags);
             }
         }
-        Helper::Symbolic { val, table, wide: _ } => {
+        Helper::Symbolic { val, table, wide } => {
             // trace_print_symbols_seq(): the first equal value; if nothing was written
             // (no match, or an empty name), 0x%lx.
-            let Some(v) = eval(val, env).as_u64() else {
+            let Some(v) = eval(val, env).as_u64().map(|v| ulong(v, *wide)) else {
                 out.push_str(BAD);
                 return;
             };
@@ -57,7 +58,7 @@ pub(crate) fn render(out: &mut String, h: &Helper, env: &Env<'_>, ctx: &RenderCt
             }
         }
         Helper::Hex { buf, len, concat } => {
-            let (Val::Bytes(b, _), Val::Int(n, _)) = (eval(buf, env), eval(len, env)) else {
+            let (Val::Bytes(b), Val::Int(n, _)) = (eval(buf, env), eval(len, env)) else {
                 out.push_str(BAD);
                 return;
             };
@@ -76,7 +77,7 @@ pub(crate) fn render(out: &mut String, h: &Helper, env: &Env<'_>, ctx: &RenderCt
             }
         }
         Helper::Array { buf, count, el_size } => {
-            let (Val::Bytes(b, _), Val::Int(n, _), Val::Int(es, _)) =
+            let (Val::Bytes(b), Val::Int(n, _), Val::Int(es, _)) =
                 (eval(buf, env), eval(count, env), eval(el_size, env))
             else {
                 out.push_str(BAD);
@@ -114,7 +115,7 @@ pub(crate) fn render(out: &mut String, h: &Helper, env: &Env<'_>, ctx: &RenderCt
             out.push('}');
         }
         Helper::Bitmask { buf } => match eval(buf, env) {
-            Val::Bytes(b, _) => bitmap_hex(out, b, b.len() * 8, env.be),
+            Val::Bytes(b) => bitmap_hex(out, b, b.len() * 8, env.be),
             _ => out.push_str(BAD),
         },
     }

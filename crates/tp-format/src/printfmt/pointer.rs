@@ -28,19 +28,19 @@ pub(crate) fn render(
         (PtrExt::Sym { offset, backtrace }, Val::Int(p, _)) => {
             symbol(out, p, *offset, *backtrace, ctx)
         }
-        (PtrExt::Ip4, Val::Bytes(b, _)) => match b.get(..4) {
+        (PtrExt::Ip4, Val::Bytes(b)) => match b.get(..4) {
             Some(a) => ip4(out, a),
             None => out.push_str(BAD),
         },
-        (PtrExt::Ip6 { compressed, colons }, Val::Bytes(b, _)) => match b.get(..16) {
+        (PtrExt::Ip6 { compressed, colons }, Val::Bytes(b)) => match b.get(..16) {
             Some(a) if *compressed => ip6_compressed(out, a),
             Some(a) => ip6_full(out, a, *colons),
             None => out.push_str(BAD),
         },
-        (PtrExt::Sockaddr { port, compressed }, Val::Bytes(b, _)) => {
+        (PtrExt::Sockaddr { port, compressed }, Val::Bytes(b)) => {
             sockaddr(out, b, *port, *compressed, env.be)
         }
-        (PtrExt::Mac { reversed, sep }, Val::Bytes(b, _)) => match b.get(..6) {
+        (PtrExt::Mac { reversed, sep }, Val::Bytes(b)) => match b.get(..6) {
             Some(a) => {
                 for i in 0..6 {
                     if i > 0 {
@@ -53,7 +53,7 @@ pub(crate) fn render(
             }
             None => out.push_str(BAD),
         },
-        (PtrExt::Uuid { guid, upper }, Val::Bytes(b, _)) => match b.get(..16) {
+        (PtrExt::Uuid { guid, upper }, Val::Bytes(b)) => match b.get(..16) {
             Some(a) => {
                 const GUID: [usize; 16] = [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15];
                 for i in 0..16 {
@@ -65,7 +65,7 @@ pub(crate) fn render(
             }
             None => out.push_str(BAD),
         },
-        (PtrExt::Bitmap { list }, Val::Bytes(b, _)) => {
+        (PtrExt::Bitmap { list }, Val::Bytes(b)) => {
             let nbits = (width.max(0) as usize).min(b.len() * 8);
             if *list {
                 bitmap_list(out, b, nbits, env.be)

@@ -15,7 +15,7 @@ pub(crate) enum Val<'a> {
     /// In normal form for its type (see [`IntTy::norm`]).
     Int(u64, IntTy),
     /// Pointer to data: a field's bytes or a string literal.
-    Bytes(&'a [u8], IntTy),
+    Bytes(&'a [u8]),
     /// A helper's text, written when printed.
     Text(&'a Helper),
     Bad,
@@ -53,7 +53,7 @@ pub(crate) fn field_bytes<'a>(env: &Env<'a>, idx: u16) -> Option<&'a [u8]> {
 pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
     match n {
         Node::Int(v, t) => Val::Int(*v, *t),
-        Node::Str(s) => Val::Bytes(s, IntTy::S8),
+        Node::Str(s) => Val::Bytes(s),
         Node::Field { off, ty } => {
             let off = *off as usize;
             match env.rec.get(off..off + ty.size as usize) {
@@ -61,8 +61,8 @@ pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
                 None => Val::Bad,
             }
         }
-        Node::Data { field, elem } => match field_bytes(env, *field) {
-            Some(b) => Val::Bytes(b, *elem),
+        Node::Data { field, .. } => match field_bytes(env, *field) {
+            Some(b) => Val::Bytes(b),
             None => Val::Bad,
         },
         Node::DynLen { field } => {
@@ -76,7 +76,7 @@ pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
             }
         }
         Node::Index { base, idx, elem } => {
-            let (Val::Bytes(b, _), Val::Int(i, it)) = (eval(base, env), eval(idx, env)) else {
+            let (Val::Bytes(b), Val::Int(i, it)) = (eval(base, env), eval(idx, env)) else {
                 return Val::Bad;
             };
             let sz = elem.size as usize;
@@ -93,7 +93,6 @@ pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
             let r = match op {
                 UnOp::Neg => v.wrapping_neg(),
                 UnOp::BitNot => !v,
-                UnOp::Not => (v == 0) as u64,
             };
             Val::Int(ty.norm(r), *ty)
         }
@@ -124,7 +123,7 @@ pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
             match (v, ty) {
                 (Val::Int(v, _), Some(t)) => Val::Int(t.norm(v), *t),
                 // `x ? "s" : 0` (NULL): the integer side is a null string.
-                (Val::Int(0, _), None) => Val::Bytes(&[], IntTy::S8),
+                (Val::Int(0, _), None) => Val::Bytes(&[]),
                 (v, _) => v,
             }
         }
@@ -287,7 +286,7 @@ pub(crate) fn conv(
         Conv::Str => {
             let start = out.len();
             match v {
-                Val::Bytes(b, _) => {
+                Val::Bytes(b) => {
                     let end = memchr::memchr(0, b).unwrap_or(b.len());
                     let mut s = &b[..end];
                     if prec >= 0 && s.len() > prec as usize {

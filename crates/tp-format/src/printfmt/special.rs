@@ -325,7 +325,7 @@ pub(crate) fn bstr_printf(out: &mut String, fmt: &[u8], buf: &[u8], ctx: &Render
                         let rest = buf.get(p..).unwrap_or(&[]);
                         let n = memchr::memchr(0, rest).unwrap_or(rest.len());
                         p += n + 1;
-                        Val::Bytes(&rest[..n], IntTy::S8)
+                        Val::Bytes(&rest[..n])
                     }
                 };
                 let c = match &s.conv {

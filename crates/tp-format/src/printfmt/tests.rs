@@ -943,3 +943,36 @@ fn mangled_formats_never_panic() {
         }
     }
 }
+
+/// Rough speed check (not a timed test): `cargo test --release -p tp-format --lib
+/// printfmt::tests::render_speed -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn render_speed() {
+    let text = include_str!("testdata/kernel-6.18-records.txt");
+    let pk = PrintkFormats::default();
+    let mut progs = Vec::new();
+    for block in text.split("@@ end\n").filter(|b| !b.trim().is_empty()) {
+        let (head, rest) = block.split_once("@@ kallsyms\n").unwrap();
+        let (system, format) = head.trim_start_matches("@@ ").split_once('\n').unwrap();
+        let (syms, rest) = rest.split_once("@@ record\n").unwrap();
+        let (hex, _) = rest.split_once("\n@@ kernel\n").unwrap();
+        let f = EventFormat::parse(system, format).unwrap();
+        let rec: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        progs.push((Compiled::compile(&f).unwrap(), rec, Kallsyms::parse(syms)));
+    }
+    let mut out = String::with_capacity(1 << 20);
+    let t = std::time::Instant::now();
+    let mut n = 0u64;
+    for _ in 0..2000 {
+        for (c, r, k) in &progs {
+            out.clear();
+            c.render(r, &ctx(k, &pk), &mut out);
+            n += 1;
+        }
+    }
+    let dt = t.elapsed();
+    eprintln!("{n} renders in {dt:?}: {:.0} ns/record", dt.as_nanos() as f64 / n as f64);
+}
