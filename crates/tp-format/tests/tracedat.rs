@@ -400,3 +400,174 @@ mod bad_input {
         assert!(n > 0, "no regression inputs in {dir:?}");
     }
 }
+
+/// A real capture on this kernel: raw pages from a private instance, written by tp's writer,
+/// rendered by `trace-cmd report` with every event the kernel's own `trace` text has.
+/// Needs root and tracefs (CI runs as root); fails loudly without them.
+mod real_capture {
+    use super::*;
+    use std::fs;
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::path::{Path, PathBuf};
+    use tp_format::tracedat::{BufferPages, CpuPages, Metadata, Writer, WriterOptions};
+
+    const TRACEFS: &str = "/sys/kernel/tracing";
+    const EVENTS: &[&str] =
+        &["sched/sched_switch", "syscalls/sys_enter_getppid", "syscalls/sys_exit_getppid"];
+
+    /// A private instance, removed on every path.
+    struct Instance(PathBuf);
+
+    impl Drop for Instance {
+        fn drop(&mut self) {
+            let _ = fs::write(self.0.join("tracing_on"), "0");
+            let _ = fs::write(self.0.join("events/enable"), "0");
+            let _ = fs::remove_dir(&self.0);
+        }
+    }
+
+    fn put(p: &Path, v: &str) {
+        fs::write(p, v).unwrap_or_else(|e| panic!("writing {p:?}: {e}"));
+    }
+
+    /// Read a tracefs file with large reads: some (events/header_page) return only what
+    /// the first read asked for when read in small pieces, as `read_to_string`'s first
+    /// 32-byte probe does.
+    fn get(p: impl AsRef<Path>) -> String {
+        let p = p.as_ref();
+        let mut f = fs::File::open(p).unwrap_or_else(|e| panic!("reading {p:?}: {e}"));
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = f.read(&mut buf).unwrap_or_else(|e| panic!("reading {p:?}: {e}"));
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// All pages of a CPU's trace_pipe_raw, without blocking.
+    fn drain(path: &Path) -> Vec<u8> {
+        let mut f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let mut out = Vec::new();
+        let mut page = vec![0u8; 4096];
+        loop {
+            match f.read(&mut page) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&page[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{path:?}: {e}"),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn trace_cmd_reports_every_event_of_a_real_capture() {
+        assert!(
+            Path::new(TRACEFS).join("instances").is_dir(),
+            "tracefs is not mounted at {TRACEFS} (this test needs root and tracefs)"
+        );
+        let dir =
+            Path::new(TRACEFS).join(format!("instances/tp-tracedat-test-{}", std::process::id()));
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {dir:?}: {e} (run as root)"));
+        let inst = Instance(dir);
+        put(&inst.0.join("options/hash-ptr"), "0");
+        put(&inst.0.join("buffer_size_kb"), "512");
+        put(&inst.0.join("trace_clock"), "mono");
+        for e in EVENTS {
+            put(&inst.0.join("events").join(e).join("enable"), "1");
+        }
+        for _ in 0..2000 {
+            std::hint::black_box(std::os::unix::process::parent_id());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        put(&inst.0.join("tracing_on"), "0");
+        let kernel_text = get(inst.0.join("trace"));
+        let kernel_events = kernel_text.lines().filter(|l| !l.starts_with('#')).count();
+        assert!(kernel_events >= 4000, "only {kernel_events} events");
+
+        let ncpu = fs::read_dir(inst.0.join("per_cpu")).unwrap().count() as u32;
+        let mut cpus = Vec::new();
+        for cpu in 0..ncpu {
+            let pages = drain(&inst.0.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw")));
+            assert_eq!(pages.len() % 4096, 0);
+            cpus.push(CpuPages { cpu, pages: Box::new(Cursor::new(pages)) });
+        }
+        let mut ftrace = Vec::new();
+        for e in fs::read_dir(Path::new(TRACEFS).join("events/ftrace")).unwrap() {
+            let p = e.unwrap().path().join("format");
+            if p.exists() {
+                ftrace.push(get(p));
+            }
+        }
+        let mut systems: Vec<(String, Vec<String>)> = Vec::new();
+        for e in EVENTS {
+            let (sys, _) = e.split_once('/').unwrap();
+            let text = get(Path::new(TRACEFS).join("events").join(e).join("format"));
+            match systems.iter_mut().find(|(s, _)| s == sys) {
+                Some(s) => s.1.push(text),
+                None => systems.push((sys.to_string(), vec![text])),
+            }
+        }
+        let hp_text = get(format!("{TRACEFS}/events/header_page"));
+        let header_page = tp_format::header::HeaderPage::parse(&hp_text)
+            .unwrap_or_else(|e| panic!("{e}: {hp_text:?}"));
+        let meta = Metadata {
+            header_page,
+            header_event_text: get(format!("{TRACEFS}/events/header_event")),
+            ftrace_formats: ftrace,
+            event_formats: systems,
+            kallsyms: get("/proc/kallsyms"),
+            printk: get(format!("{TRACEFS}/printk_formats")),
+            cmdlines: get(format!("{TRACEFS}/saved_cmdlines")),
+            clock: "mono".into(),
+            uname: Some("Linux test".into()),
+            cpustats: (0..ncpu)
+                .map(|c| get(inst.0.join(format!("per_cpu/cpu{c}/stats"))))
+                .collect(),
+            cpu_count: ncpu,
+            ..Metadata::default()
+        };
+        drop(inst);
+
+        let tmp = std::env::temp_dir().join(format!("tp-real-{}.dat", std::process::id()));
+        let mut f = fs::File::create(&tmp).unwrap();
+        let buffers = vec![BufferPages { name: String::new(), cpus }];
+        Writer::new(WriterOptions::default()).write(&mut f, &meta, buffers).unwrap();
+        drop(f);
+
+        // tp reads back every event.
+        let dat = TraceDat::open(std::io::BufReader::new(fs::File::open(&tmp).unwrap())).unwrap();
+        let mut recs = dat.records(0).unwrap();
+        let mut ours = 0;
+        while let Some(item) = recs.next() {
+            if let Item::Event(_) = item.unwrap() {
+                ours += 1;
+            }
+        }
+        assert_eq!(ours, kernel_events, "tp's reader");
+
+        let out = std::process::Command::new("trace-cmd")
+            .args(["report", "-i"])
+            .arg(&tmp)
+            .output()
+            .expect("trace-cmd must be installed (Debian package trace-cmd) for this test");
+        fs::remove_file(&tmp).ok();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("cpus=")).collect();
+        assert_eq!(lines.len(), kernel_events, "trace-cmd report's events");
+        let getppid = lines.iter().filter(|l| l.contains("sys_enter_getppid")).count();
+        let kernel_getppid = kernel_text.lines().filter(|l| l.contains("sys_getppid()")).count();
+        assert_eq!(getppid, kernel_getppid);
+        assert!(getppid >= 2000);
+    }
+}
