@@ -17,6 +17,10 @@ pub struct Symbol {
 #[derive(Debug, Clone, Default)]
 pub struct Kallsyms {
     syms: Vec<Symbol>,
+    /// Distinct addresses, ascending: the dense array lookups search.
+    addrs: Vec<u64>,
+    /// For each of `addrs`, the index in `syms` of the first symbol at that address.
+    first: Vec<u32>,
 }
 
 /// The result of resolving an address.
@@ -46,13 +50,21 @@ impl Kallsyms {
                 (addr != 0).then_some(Symbol { addr, name, module })
             })
             .collect();
-        syms.sort_by_key(|s| s.addr);
-        Kallsyms { syms }
+        Kallsyms::from_symbols(syms)
     }
 
     pub fn from_symbols(mut syms: Vec<Symbol>) -> Kallsyms {
+        // Stable: of several names at one address, kallsyms order decides which prints.
         syms.sort_by_key(|s| s.addr);
-        Kallsyms { syms }
+        let mut addrs = Vec::new();
+        let mut first = Vec::new();
+        for (i, s) in syms.iter().enumerate() {
+            if addrs.last() != Some(&s.addr) {
+                addrs.push(s.addr);
+                first.push(i as u32);
+            }
+        }
+        Kallsyms { syms, addrs, first }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -66,17 +78,13 @@ impl Kallsyms {
     /// The symbol containing `addr`: the last one at or below it. The size runs to the next
     /// symbol at a higher address (0 for the last symbol).
     pub fn resolve(&self, addr: u64) -> Option<Resolved<'_>> {
-        let i = self.syms.partition_point(|s| s.addr <= addr).checked_sub(1)?;
-        // Several names can share an address; the kernel reports the first in kallsyms order
-        // for that address, which the stable sort keeps first.
-        let first = self.syms[..=i].partition_point(|s| s.addr < self.syms[i].addr);
-        let s = &self.syms[first];
-        let next = self.syms[i + 1..].iter().find(|n| n.addr > s.addr).map(|n| n.addr);
+        let i = self.addrs.partition_point(|&a| a <= addr).checked_sub(1)?;
+        let s = &self.syms[self.first[i] as usize];
         Some(Resolved {
             name: &s.name,
             module: s.module.as_deref(),
             offset: addr - s.addr,
-            size: next.map(|n| n - s.addr).unwrap_or(0),
+            size: self.addrs.get(i + 1).map_or(0, |n| n - s.addr),
         })
     }
 }

@@ -90,17 +90,17 @@ pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns:
     // "%16s-%-7d "
     pad_left(out, c.comm, 16);
     out.push('-');
-    let start = out.len();
-    push_i64(out, c.pid as i64);
-    pad_to(out, start, 7);
+    let pid = Digits::signed(c.pid as i64);
+    pid.push_to(out);
+    spaces(out, 7usize.saturating_sub(pid.len()));
     out.push(' ');
     if cols.tgid {
         match c.tgid {
             Some(t) if t != 0 => {
                 out.push('(');
-                let start = out.len();
-                push_i64(out, t as i64);
-                right_align(out, start, 7);
+                let d = Digits::signed(t as i64);
+                spaces(out, 7usize.saturating_sub(d.len()));
+                d.push_to(out);
                 out.push_str(") ");
             }
             _ => out.push_str("(-------) "),
@@ -108,9 +108,9 @@ pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns:
     }
     // "[%03d] "
     out.push('[');
-    let start = out.len();
-    push_u64(out, c.cpu as u64);
-    zero_pad(out, start, 3);
+    let d = Digits::unsigned(c.cpu as u64);
+    zeros(out, 3usize.saturating_sub(d.len()));
+    out.push_str(d.as_str());
     out.push_str("] ");
     if cols.irq_info {
         write_lat_fmt(out, c.flags, c.preempt_count);
@@ -162,19 +162,19 @@ pub fn write_lat_fmt(out: &mut String, f: u8, preempt: u8) {
 pub fn write_timestamp(out: &mut String, ts: u64, ts_in_ns: bool) {
     out.push(' ');
     if !ts_in_ns {
-        let start = out.len();
-        push_u64(out, ts);
-        right_align(out, start, 12);
+        let d = Digits::unsigned(ts);
+        spaces(out, 12usize.saturating_sub(d.len()));
+        out.push_str(d.as_str());
         return;
     }
     let usecs = ts.saturating_add(500) / 1000;
-    let start = out.len();
-    push_u64(out, usecs / 1_000_000);
-    right_align(out, start, 5);
+    let secs = Digits::unsigned(usecs / 1_000_000);
+    spaces(out, 5usize.saturating_sub(secs.len()));
+    out.push_str(secs.as_str());
     out.push('.');
-    let start = out.len();
-    push_u64(out, usecs % 1_000_000);
-    zero_pad(out, start, 6);
+    let frac = Digits::unsigned(usecs % 1_000_000);
+    zeros(out, 6 - frac.len());
+    out.push_str(frac.as_str());
 }
 
 /// `CPU:N [LOST M EVENTS]`, printed before the first event after a gap; an unknown count
@@ -197,58 +197,87 @@ pub fn clock_is_ns(clock: &str) -> bool {
     !matches!(clock, "counter" | "x86-tsc" | "uptime" | "ppc-tb")
 }
 
-/// Append a decimal unsigned integer without going through `fmt`.
-pub fn push_u64(out: &mut String, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+/// A number's decimal digits, formatted on the stack.
+pub struct Digits {
+    buf: [u8; 20],
+    start: usize,
+    neg: bool,
+}
+
+impl Digits {
+    pub fn unsigned(mut v: u64) -> Digits {
+        let mut buf = [0u8; 20];
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
         }
+        Digits { buf, start: i, neg: false }
     }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+
+    pub fn signed(v: i64) -> Digits {
+        let mut d = Digits::unsigned(v.unsigned_abs());
+        d.neg = v < 0;
+        d
+    }
+
+    /// Characters including the sign.
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.start + self.neg as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The digits without the sign.
+    fn digits(&self) -> &str {
+        // SAFETY: only ASCII digits are written to buf[start..].
+        unsafe { std::str::from_utf8_unchecked(&self.buf[self.start..]) }
+    }
+
+    pub fn push_to(&self, out: &mut String) {
+        if self.neg {
+            out.push('-');
+        }
+        out.push_str(self.digits());
+    }
+
+    /// Only for non-negative numbers (callers above format pids, CPUs and times).
+    fn as_str(&self) -> &str {
+        self.digits()
+    }
+}
+
+/// Append a decimal unsigned integer without going through `fmt`.
+pub fn push_u64(out: &mut String, v: u64) {
+    Digits::unsigned(v).push_to(out);
 }
 
 /// Append a decimal signed integer.
 pub fn push_i64(out: &mut String, v: i64) {
-    if v < 0 {
-        out.push('-');
-    }
-    push_u64(out, v.unsigned_abs());
+    Digits::signed(v).push_to(out);
 }
 
 fn pad_left(out: &mut String, s: &str, width: usize) {
-    for _ in s.chars().count()..width {
-        out.push(' ');
-    }
+    // Comms are ASCII in practice; count chars only when they are not.
+    let n = if s.is_ascii() { s.len() } else { s.chars().count() };
+    spaces(out, width.saturating_sub(n));
     out.push_str(s);
 }
 
-/// Pad what was written since `start` with spaces on the right up to `width`.
-fn pad_to(out: &mut String, start: usize, width: usize) {
-    for _ in out.len() - start..width {
-        out.push(' ');
-    }
+fn spaces(out: &mut String, n: usize) {
+    const S: &str = "                                ";
+    out.push_str(&S[..n.min(S.len())]);
 }
 
-/// Right-align what was written since `start` in `width` columns.
-fn right_align(out: &mut String, start: usize, width: usize) {
-    let n = out.len() - start;
-    if n < width {
-        out.insert_str(start, &"                    "[..width - n]);
-    }
-}
-
-/// Left-pad with zeros what was written since `start` to `width` digits.
-fn zero_pad(out: &mut String, start: usize, width: usize) {
-    let n = out.len() - start;
-    if n < width {
-        out.insert_str(start, &"00000000000000000000"[..width - n]);
-    }
+fn zeros(out: &mut String, n: usize) {
+    const Z: &str = "00000000000000000000";
+    out.push_str(&Z[..n.min(Z.len())]);
 }
 
 #[cfg(test)]
