@@ -41,7 +41,7 @@ mod tests;
 use crate::format::{EventFormat, Field};
 use crate::symbols::{Kallsyms, PrintkFormats};
 use ast::Node;
-use printf::{Conv, Count, Piece};
+use printf::{Count, Piece};
 use render::{Env, Op};
 use special::Special;
 
@@ -181,7 +181,6 @@ impl Compiled {
             }
             merged.push(op);
         }
-        let _ = Conv::Char;
         Ok(Compiled { kind: Kind::Fmt { ops: merged, args, fields }, unsupported })
     }
 

@@ -668,14 +668,11 @@ impl<'a> Parser<'a> {
                 let c = self.constants.and_then(|m| m.get(name.as_str()).copied());
                 if let Some(v) = c.or_else(|| super::consts::lookup(name)) {
                     // An enumeration constant: `int` when it fits, else the next type.
-                    let (u, long) = (v < 0 && v < i32::MIN as i64, false);
-                    let _ = u;
                     return Ok(if (i32::MIN as i64..=i32::MAX as i64).contains(&v) {
                         Node::Int(v as u64, IntTy::INT)
                     } else if (0..=u32::MAX as i64).contains(&v) {
                         Node::Int(v as u64, IntTy::UINT)
                     } else {
-                        let _ = long;
                         Node::Int(v as u64, IntTy::LONG)
                     });
                 }

@@ -976,3 +976,12 @@ fn render_speed() {
     let dt = t.elapsed();
     eprintln!("{n} renders in {dt:?}: {:.0} ns/record", dt.as_nanos() as f64 / n as f64);
 }
+
+/// The kernel publishes some print fmts with raw newlines inside the string (ext4_fc_stats);
+/// they are part of the text.
+#[test]
+fn raw_newline_inside_the_format_string() {
+    let mut e = event("t", "e", A_INT, "\"x\", 1");
+    e.print_fmt = "\"dev %d fc ineligible reasons:\n%s:%u\", REC->a, \"XATTR\", REC->a".into();
+    assert_eq!(render(&e, &rec(&ab(3, 0))), "dev 3 fc ineligible reasons:\nXATTR:3");
+}
