@@ -4,7 +4,8 @@
 //! thread with nothing listening, then N times per thread with the recorder on, and prints
 //! `tp disabled X ns/event` and `tp enabled Y ns/event` (per-thread cost: the wall time of
 //! the loop divided by N; with THREADS > 1, the mean over threads). Recording details
-//! (events, lost, file size) go to stderr.
+//! (events, lost) and the thread-CPU-time cost, which leaves out time the core spent on
+//! other processes, go to stderr.
 
 use std::time::Instant;
 

@@ -404,7 +404,9 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
     for r in &rings {
         // SAFETY: no producer can touch the ring any more (generation retired, grace period
         // passed), so this thread may act as its producer.
-        unsafe { r.pages.finish_page() };
+        r.pages.drain(|p| spool.page(r, p));
+        // SAFETY: as above.
+        unsafe { r.pages.close() };
         r.pages.drain(|p| spool.page(r, p));
         if spool.info.len() > r.cpu {
             spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());

@@ -165,6 +165,27 @@ impl PageRing {
 
     unsafe fn finish_page_inner(&self, p: &mut Producer) {
         let Some(i) = p.page.take() else { return };
+        // SAFETY: forwarded contract.
+        unsafe { self.seal(p, i) }
+    }
+
+    /// Finish the current page for good (end of recording): when events were dropped after
+    /// the last page, start an empty page just to carry the count, if there is room.
+    ///
+    /// # Safety
+    /// As for [`PageRing::finish_page`].
+    pub unsafe fn close(&self) {
+        // SAFETY: per the contract.
+        let p = unsafe { &mut *self.prod.get() };
+        if p.page.is_none() && p.pending_lost > 0 {
+            let ts = p.last_ts;
+            self.start_page(p, ts);
+        }
+        // SAFETY: per the contract.
+        unsafe { self.finish_page_inner(p) }
+    }
+
+    unsafe fn seal(&self, p: &mut Producer, i: usize) {
         let page = self.page_ptr(i);
         let mut commit = p.off as u64;
         if p.pending_lost > 0 {

@@ -1,0 +1,153 @@
+//! Recording round trip: fire, record, read the file back; lost counts; exit paths.
+
+use crate::events::*;
+use tp::read::Recording;
+
+fn read(path: &std::path::Path) -> Recording {
+    Recording::parse(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn events_from_two_threads_read_back_equal() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("roundtrip");
+    let path = dir.join("t.tp");
+    let t0 = tp::clock::monotonic_ns();
+    let rec = tp::Recorder::start(&path).unwrap();
+    let worker = std::thread::spawn(|| {
+        for i in 0..1000 {
+            trace_ev3(i, -i, i as i64 * 1_000_000_000);
+        }
+        // SAFETY: gettid has no arguments.
+        unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    });
+    for i in 0..500u64 {
+        trace_kinds(i, &format!("name-{i}"), &i.to_le_bytes(), i % 2 == 0);
+    }
+    let wtid = worker.join().unwrap();
+    let stats = rec.stop().unwrap();
+    let t1 = tp::clock::monotonic_ns();
+    assert_eq!((stats.events, stats.lost), (1500, 0));
+
+    let r = read(&path);
+    assert_eq!((r.events, r.lost), (1500, 0));
+    assert_eq!(r.formats.len(), tp::tracepoints().len());
+    let ev3 = tracepoint_ev3();
+    assert_eq!(r.format(ev3.id()).unwrap(), ev3.format());
+    let (mut n3, mut nk) = (0, 0);
+    let mut last_ts = vec![0u64; r.streams.len()];
+    for (stream, ts, rec) in r.events() {
+        assert!(ts >= last_ts[stream], "time went backwards in stream {stream}");
+        last_ts[stream] = ts;
+        assert!(ts + 20_000_000 >= t0 && ts <= t1 + 20_000_000, "ts {ts} outside {t0}..{t1}");
+        let id = u16::from_le_bytes([rec[0], rec[1]]);
+        let f = r.format(id).unwrap();
+        let int = |n: &str| f.field(n).unwrap().read_int(rec, false).unwrap();
+        if f.name == "ev3" {
+            let i = n3;
+            assert_eq!((int("a"), int("b"), int("c")), (i, -i, i * 1_000_000_000));
+            assert_eq!(int("common_pid"), wtid as i128);
+            assert_eq!(r.streams[stream].tid, wtid);
+            n3 += 1;
+        } else {
+            assert_eq!(f.name, "kinds");
+            let i = nk as u64;
+            assert_eq!(int("big"), i as i128);
+            assert_eq!(int("flag"), (i % 2 == 0) as i128);
+            let name = f.field("name").unwrap().bytes(rec, false).unwrap();
+            assert_eq!(name, format!("name-{i}\0").as_bytes());
+            assert_eq!(f.field("data").unwrap().bytes(rec, false).unwrap(), i.to_le_bytes());
+            nk += 1;
+        }
+    }
+    assert_eq!((n3, nk), (1000, 500));
+    assert!(!dir.join("t.tp.tp-spool").exists(), "spool directory left behind");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn full_buffers_drop_and_count() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("lost");
+    let path = dir.join("t.tp");
+    let rec = tp::Recorder::builder(&path).pages_per_thread(2).start().unwrap();
+    let n = 200_000u64;
+    for i in 0..n {
+        trace_ev3(i as i32, 0, 0);
+    }
+    let stats = rec.stop().unwrap();
+    assert!(stats.lost > 0, "2 pages can't hold {n} events fired in a tight loop");
+    assert_eq!(stats.events + stats.lost, n);
+    let r = read(&path);
+    assert_eq!(r.lost, stats.lost);
+    assert_eq!(r.missed_in_pages(), stats.lost, "page commit words carry every lost event");
+    // Events that made it are in order with no duplicates.
+    let a: Vec<i128> = r
+        .events()
+        .map(|(_, _, rec)| i32::from_le_bytes(rec[8..12].try_into().unwrap()) as i128)
+        .collect();
+    assert!(a.windows(2).all(|w| w[0] < w[1]));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn oversized_records_are_dropped_and_counted() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("huge");
+    let rec = tp::Recorder::start(dir.join("t.tp")).unwrap();
+    let s = "x".repeat(2000);
+    trace_huge(&s); // 5 x 1024 bytes: more than a page
+    trace_huge("small");
+    let stats = rec.stop().unwrap();
+    assert_eq!((stats.events, stats.lost), (1, 1));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn dropping_the_handle_writes_the_file() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("drop");
+    let path = dir.join("t.tp");
+    {
+        let _rec = tp::Recorder::start(&path).unwrap();
+        trace_ev3(1, 2, 3);
+    }
+    assert_eq!(read(&path).events, 1);
+    assert!(!tp::recorder::is_recording());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The `record` example: `cargo test` builds it next to this test binary; when only this
+/// test target was built, build it.
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let release = exe.parent().unwrap().parent().unwrap().ends_with("release");
+        let mut c = std::process::Command::new(cargo);
+        c.args(["build", "-q", "-p", "tp", "--example", name]);
+        if release {
+            c.arg("--release");
+        }
+        assert!(c.status().unwrap().success(), "cargo build --example {name}");
+    }
+    path
+}
+
+#[test]
+fn drop_exit_and_panic_leave_a_readable_file() {
+    let dir = crate::temp_dir("exit");
+    for mode in ["drop", "exit", "panic"] {
+        let path = dir.join(format!("{mode}.tp"));
+        let out = std::process::Command::new(example("record"))
+            .arg(&path)
+            .arg(mode)
+            .output()
+            .expect("run the record example (built by cargo test)");
+        assert_eq!(out.status.success(), mode != "panic", "{mode}");
+        let r = read(&path);
+        assert_eq!(r.events, 6, "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

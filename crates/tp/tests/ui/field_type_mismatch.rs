@@ -1,0 +1,8 @@
+tp::trace_event! {
+    app:ev(name: &str) {
+        fields { n: u32 = name }
+        printk("n=%u", n)
+    }
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+tp::trace_event! {
+    app:ev(s: &str) {
+        fields { s: str }
+        printk("s=%d", s)
+    }
+}
+
+fn main() {}
