@@ -17,7 +17,9 @@ fn cstr(path: &Path) -> Result<CString> {
 /// Read a whole file.
 pub fn read_file(path: &Path) -> Result<Vec<u8>> {
     let mut f = File::open(path).map_err(|e| Error::sys("open", path, e))?;
-    let mut v = Vec::new();
+    // One large first read: `events/header_page` answers a second read with EOF, so the
+    // 32-byte probe read `read_to_end` makes into an empty Vec would cut it at 32 bytes.
+    let mut v = Vec::with_capacity(64 * 1024);
     f.read_to_end(&mut v).map_err(|e| Error::sys("read", path, e))?;
     Ok(v)
 }
