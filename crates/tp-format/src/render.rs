@@ -89,6 +89,13 @@ impl Renderer {
         self.event(id).map(|e| &e.format)
     }
 
+    /// True when event `id`'s print fmt has arguments that need kernel state at print time
+    /// (e.g. `jiffies`); they render as `[?]`.
+    pub fn needs_kernel_state(&self, id: u16) -> bool {
+        self.event(id)
+            .is_some_and(|e| e.program.as_ref().is_ok_and(|p| !p.unsupported().is_empty()))
+    }
+
     fn event(&self, id: u16) -> Option<&Event> {
         let i = *self.by_id.get(id as usize)?;
         self.events.get(i as usize)

@@ -1,0 +1,189 @@
+//! The kernel is the oracle: in a private instance, every event is enabled for a short burst
+//! of varied work; then the kernel's own `trace` text is read, the same buffer is captured
+//! raw (`per_cpu/cpuN/trace_pipe_raw`) and tp decodes and renders it with the whole pipeline
+//! (page decoder, per-CPU merge, print fmts, context columns, header block). Every line must
+//! be identical. Pointer hashing is turned off in the instance, so nothing is tolerated.
+//!
+//! Needs root and tracefs (CI runs as root); fails loudly without them.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use tp_format::page::PageLayout;
+use tp_format::render::{Options, Renderer, Tables};
+use tp_format::symbols::{Cmdlines, Kallsyms, PrintkFormats};
+use tp_format::text::{self, Columns};
+use tp_format::tracedat::{Item, PageSource, ReadPages, Records};
+use tp_format::EventFormat;
+use tp_tracefs::{Instance, Tracefs};
+
+/// Processes, files, sockets, memory, pipes, signals and a trace_marker write.
+fn workload(inst: &Instance) {
+    let dir = std::env::temp_dir().join(format!("tp-fidelity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..3 {
+        let p = dir.join(format!("f{i}"));
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.write_all(&vec![b'x'; 64 * 1024]).unwrap();
+        f.sync_all().unwrap();
+        std::fs::rename(&p, dir.join(format!("g{i}"))).unwrap();
+    }
+    let _ = std::process::Command::new("sh")
+        .args(["-c", "ls -la /proc/self/ /usr/bin >/dev/null; cat /etc/hostname | wc -c >/dev/null; sleep 0.02; kill -USR1 $$ 2>/dev/null; true"])
+        .status();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(b"world").unwrap();
+    });
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"hello").unwrap();
+    let mut buf = [0u8; 5];
+    c.read_exact(&mut buf).unwrap();
+    server.join().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(b"ping", udp.local_addr().unwrap()).unwrap();
+    let _ = udp.recv(&mut buf);
+    let mut v: Vec<u8> = vec![0; 8 << 20];
+    for i in (0..v.len()).step_by(4096) {
+        v[i] = i as u8;
+    }
+    std::hint::black_box(&v);
+    drop(v);
+    std::fs::remove_dir_all(&dir).unwrap();
+    inst.write("trace_marker", "tp fidelity marker").unwrap();
+}
+
+fn all_formats(tfs: &Tracefs) -> Vec<EventFormat> {
+    let mut formats = Vec::new();
+    for sys in tfs.systems().expect("list event systems") {
+        for ev in tfs.system_events(&sys).expect("list events") {
+            // Every format file must parse (the format test counts them all too).
+            formats.push(tfs.event_format(&ev).unwrap_or_else(|e| panic!("{e}")));
+        }
+    }
+    formats
+}
+
+/// `ours` equals `kernel` when each `[?]` in `ours` stands for one run of non-blank
+/// characters.
+fn matches_with_unknowns(kernel: &str, ours: &str) -> bool {
+    let mut parts = ours.split("[?]");
+    let Some(first) = parts.next() else { return false };
+    let Some(mut rest) = kernel.strip_prefix(first) else { return false };
+    for part in parts {
+        let end = rest.find(' ').unwrap_or(rest.len());
+        if end == 0 {
+            return false;
+        }
+        match rest[end..].strip_prefix(part) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+#[test]
+fn every_event_renders_as_the_kernel_does() {
+    let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
+    let name = format!("tp-fidelity-{}", std::process::id());
+    let inst = Instance::create_named(&tfs, &name).expect("create a private instance");
+    inst.set_tracing_on(false).unwrap();
+    inst.set_buffer_size_kb(16 << 10).unwrap();
+    inst.set_option("hash-ptr", false).unwrap();
+    inst.enable_everything().unwrap();
+    inst.set_tracing_on(true).unwrap();
+    workload(&inst);
+    inst.set_tracing_on(false).unwrap();
+    inst.disable_all().unwrap();
+
+    let kernel_text = inst.trace_text().unwrap();
+    let stats = inst.all_stats().unwrap();
+    let mut cmdlines = Cmdlines::parse(&tfs.saved_cmdlines().unwrap());
+    cmdlines.add_tgids(&tfs.saved_tgids().unwrap_or_default());
+    let tables = Tables {
+        kallsyms: Kallsyms::parse(&tfs.kallsyms().unwrap()),
+        printk: PrintkFormats::parse(&tfs.printk_formats().unwrap()),
+        cmdlines,
+    };
+    let layout = PageLayout::new(tfs.header_page().unwrap(), false);
+    let cpus = inst.cpus().unwrap();
+    let raw: Vec<(u32, Vec<u8>)> = cpus.iter().map(|&c| (c, inst.drain_cpu(c).unwrap())).collect();
+    drop(inst); // removes the instance before any assertion can fail
+
+    let renderer = Renderer::new(all_formats(&tfs), tables, Options::default());
+    let sources: Vec<(u32, Box<dyn PageSource>)> = raw
+        .iter()
+        .map(|(c, bytes)| {
+            let src: Box<dyn PageSource> =
+                Box::new(ReadPages::new(std::io::Cursor::new(bytes), layout.page_size()));
+            (*c, src)
+        })
+        .collect();
+    let mut records = Records::new(layout, sources);
+    let mut body = String::new();
+    let mut per_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut entries = 0u64;
+    let mut read_time_events = std::collections::BTreeSet::new();
+    while let Some(item) = records.next() {
+        match item.expect("raw pages decode") {
+            Item::Event(r) => {
+                entries += 1;
+                renderer.render_line(r.cpu, r.ts, r.data, &mut body);
+                let id = renderer.common(r.data).unwrap().id;
+                let f = renderer.format(id).expect("known event id");
+                if renderer.needs_kernel_state(id) {
+                    read_time_events.insert(f.name.clone());
+                }
+                *per_type.entry(format!("{}:{}", f.system, f.name)).or_default() += 1;
+            }
+            Item::Lost(l) => text::write_lost(&mut body, l.cpu, l.count),
+        }
+    }
+    let overrun: u64 = stats.iter().map(|s| s.overrun).sum();
+    let mut ours = String::new();
+    text::write_header(&mut ours, entries, entries + overrun, cpus.len(), Columns::default());
+    ours.push_str(&body);
+
+    // Compare line by line, and attribute differences to event types. The one allowance:
+    // values the kernel computes from its state at the moment `trace` is read (`jiffies` in
+    // writeback's `age=`) print `[?]` in tp, for events whose print fmt declares such
+    // arguments; the rest of those lines must still be identical.
+    let k: Vec<&str> = kernel_text.lines().collect();
+    let o: Vec<&str> = ours.lines().collect();
+    let mut differing: BTreeMap<String, usize> = BTreeMap::new();
+    let mut read_time: BTreeMap<String, usize> = BTreeMap::new();
+    let mut shown = 0;
+    for (i, (a, b)) in k.iter().zip(&o).enumerate() {
+        if a != b {
+            let ev = b.split(": ").nth(1).unwrap_or("?").to_string();
+            if read_time_events.contains(&ev) && matches_with_unknowns(a, b) {
+                *read_time.entry(ev).or_default() += 1;
+                continue;
+            }
+            *differing.entry(ev).or_default() += 1;
+            if shown < 10 {
+                eprintln!("line {}:\n  kernel: {a}\n  tp:     {b}", i + 1);
+                shown += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{} kernel lines, {} tp lines, {} events of {} types; differing lines: {}",
+        k.len(),
+        o.len(),
+        entries,
+        per_type.len(),
+        differing.values().sum::<usize>()
+    );
+    eprintln!("lines with read-time kernel values ([?]): {read_time:?}");
+    eprintln!("event types covered: {}", per_type.keys().cloned().collect::<Vec<_>>().join(" "));
+    assert!(entries > 1000, "the workload produced only {entries} events");
+    assert!(per_type.len() > 50, "only {} event types fired", per_type.len());
+    assert!(differing.is_empty(), "lines differ, by event: {differing:?}");
+    assert_eq!(k.len(), o.len(), "line counts differ");
+}
