@@ -148,6 +148,12 @@ impl Reader {
     }
 }
 
+impl Default for Reader {
+    fn default() -> Self {
+        Reader::new()
+    }
+}
+
 impl Drop for Reader {
     fn drop(&mut self) {
         if let Some(s) = self.slot.get() {

@@ -210,9 +210,9 @@ fn pad(out: &mut String, flags_w: &str, v: &str) {
         out.push_str(v);
     } else if left {
         out.push_str(v);
-        out.extend(std::iter::repeat_n(' ', w - n));
+        out.extend(std::iter::repeat(' ').take(w - n));
     } else {
-        out.extend(std::iter::repeat_n(if zero { '0' } else { ' ' }, w - n));
+        out.extend(std::iter::repeat(if zero { '0' } else { ' ' }).take(w - n));
         out.push_str(v);
     }
 }
