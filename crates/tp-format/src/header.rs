@@ -2,10 +2,10 @@
 //! layout the kernel publishes.
 //!
 //! ```text
-//! 	field: u64 timestamp;	offset:0;	size:8;	signed:0;
-//! 	field: local_t commit;	offset:8;	size:8;	signed:1;
-//! 	field: int overwrite;	offset:8;	size:1;	signed:1;
-//! 	field: char data;	offset:16;	size:4080;	signed:0;
+//!     field: u64 timestamp;    offset:0;    size:8;    signed:0;
+//!     field: local_t commit;    offset:8;    size:8;    signed:1;
+//!     field: int overwrite;    offset:8;    size:1;    signed:1;
+//!     field: char data;    offset:16;    size:4080;    signed:0;
 //! ```
 
 use crate::format::parse_field_line;

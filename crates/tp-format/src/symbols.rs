@@ -38,7 +38,7 @@ impl Kallsyms {
     /// Lines that do not parse are skipped (kallsyms has no malformed lines the kernel cares
     /// about, and a damaged table should degrade to hex addresses, not fail a report).
     pub fn parse(text: &str) -> Kallsyms {
-        let mut syms: Vec<Symbol> = text
+        let syms: Vec<Symbol> = text
             .lines()
             .filter_map(|line| {
                 let mut it = line.split_whitespace();
