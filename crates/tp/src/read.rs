@@ -1,5 +1,5 @@
-//! Reading back what the recorder wrote (the interim `tp-pages` file described in
-//! [`crate::output`]), for tests and tools until trace.dat output lands.
+//! Reading back what the recorder wrote: a page decoder (the recorder counts events with
+//! it) and [`Recording`], a trace.dat read through `tp_format::tracedat`.
 
 use tp_format::EventFormat;
 
@@ -56,92 +56,59 @@ pub fn page_missed(page: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(page.get(off..off + 8)?.try_into().ok()?))
 }
 
-/// One stream of a recording.
-#[derive(Debug, Clone)]
-pub struct StreamInfo {
-    pub tid: i32,
-    pub pages: u64,
-    pub lost: u64,
-    pub comm: String,
-}
-
-/// A recording read back.
+/// A recording read back with `tp_format::tracedat` (for tests and tools).
 #[derive(Debug, Clone)]
 pub struct Recording {
+    /// Every event format in the file.
     pub formats: Vec<EventFormat>,
-    pub streams: Vec<StreamInfo>,
-    pub events: u64,
-    pub lost: u64,
-    /// All pages, stream by stream (`streams[i].pages` of them each).
-    pub pages: Vec<u8>,
+    /// Every event, merged by time: `(stream, timestamp, record)`.
+    pub records: Vec<(u32, u64, Vec<u8>)>,
+    /// Sum of the lost-event counts the pages report.
+    pub lost_in_pages: u64,
+    /// Sum of the `dropped events:` lines of the per-stream stats.
+    pub dropped: u64,
+    /// The trace clock the file names.
+    pub clock: Option<String>,
+    /// `saved_cmdlines`: thread ids and names.
+    pub cmdlines: Vec<(i32, String)>,
 }
 
 impl Recording {
-    /// Parse a `tp-pages` file.
-    pub fn parse(bytes: &[u8]) -> Result<Recording, String> {
-        let mut pos = 0;
-        fn line<'b>(bytes: &'b [u8], pos: &mut usize) -> Result<&'b str, String> {
-            let end = bytes[*pos..].iter().position(|&b| b == b'\n').ok_or("truncated header")?;
-            let l = std::str::from_utf8(&bytes[*pos..*pos + end]).map_err(|e| e.to_string())?;
-            *pos += end + 1;
-            Ok(l)
-        }
-        if line(bytes, &mut pos)? != "tp-pages 1" {
-            return Err("not a tp-pages file".into());
-        }
-        let mut rec =
-            Recording { formats: vec![], streams: vec![], events: 0, lost: 0, pages: vec![] };
-        loop {
-            let l = line(bytes, &mut pos)?;
-            if l == "end" {
-                break;
-            }
-            if let Some(v) = l.strip_prefix("events: ") {
-                rec.events = v.parse().map_err(|_| "bad events")?;
-            } else if let Some(v) = l.strip_prefix("lost: ") {
-                rec.lost = v.parse().map_err(|_| "bad lost")?;
-            } else if let Some(v) = l.strip_prefix("stream: ") {
-                let p: Vec<&str> = v.splitn(5, ' ').collect();
-                let num =
-                    |i: usize| p.get(i).and_then(|s| s.parse::<i64>().ok()).ok_or("bad stream");
-                rec.streams.push(StreamInfo {
-                    tid: num(1)? as i32,
-                    pages: num(2)? as u64,
-                    lost: num(3)? as u64,
-                    comm: p.get(4).unwrap_or(&"").to_string(),
-                });
-            } else if let Some(v) = l.strip_prefix("format: ") {
-                let (sys, len) = v.split_once(' ').ok_or("bad format line")?;
-                let len: usize = len.parse().map_err(|_| "bad format length")?;
-                let sys = sys.to_string();
-                let text =
-                    std::str::from_utf8(bytes.get(pos..pos + len).ok_or("truncated format")?)
-                        .map_err(|e| e.to_string())?;
-                pos += len;
-                rec.formats.push(EventFormat::parse(&sys, text).map_err(|e| e.to_string())?);
-            }
-        }
-        rec.pages = bytes[pos..].to_vec();
-        Ok(rec)
+    /// Read a trace.dat file.
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Recording, String> {
+        let bytes = std::fs::read(path.as_ref()).map_err(|e| e.to_string())?;
+        Self::parse(bytes)
     }
 
-    /// Every event: `(stream, timestamp, record)`, stream by stream in page order.
-    pub fn events(&self) -> impl Iterator<Item = (usize, u64, &[u8])> {
-        let mut starts = Vec::new();
-        let mut p = 0usize;
-        for s in &self.streams {
-            starts.push(p);
-            p += s.pages as usize;
+    /// Read trace.dat bytes.
+    pub fn parse(bytes: Vec<u8>) -> Result<Recording, String> {
+        use tp_format::tracedat::{Item, TraceDat};
+        let dat = TraceDat::open(std::io::Cursor::new(bytes)).map_err(|e| e.to_string())?;
+        let mut records = Vec::new();
+        let mut lost_in_pages = 0;
+        {
+            let mut recs = dat.records(0).map_err(|e| e.to_string())?;
+            while let Some(item) = recs.next() {
+                match item.map_err(|e| e.to_string())? {
+                    Item::Event(r) => records.push((r.cpu, r.ts, r.data.to_vec())),
+                    Item::Lost(l) => lost_in_pages += l.count.unwrap_or(0),
+                }
+            }
         }
-        self.pages.chunks_exact(4096).enumerate().flat_map(move |(i, page)| {
-            let stream = starts.iter().rposition(|&s| s <= i).unwrap_or(0);
-            page_records(page).map(move |(ts, r)| (stream, ts, r))
+        let dropped = dat
+            .cpustats
+            .lines()
+            .filter_map(|l| l.strip_prefix("dropped events:"))
+            .filter_map(|v| v.trim().parse::<u64>().ok())
+            .sum();
+        Ok(Recording {
+            formats: dat.events.clone(),
+            records,
+            lost_in_pages,
+            dropped,
+            clock: dat.clock.clone(),
+            cmdlines: dat.cmdlines.iter().map(|(p, c)| (p, c.to_string())).collect(),
         })
-    }
-
-    /// Lost counts recorded in page commit words.
-    pub fn missed_in_pages(&self) -> u64 {
-        self.pages.chunks_exact(4096).filter_map(page_missed).sum()
     }
 
     pub fn format(&self, id: u16) -> Option<&EventFormat> {

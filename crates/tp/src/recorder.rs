@@ -1,6 +1,6 @@
 //! The in-process recorder: per-thread page rings (see [`crate::ring`]) drained by a
-//! background thread into per-thread spool files, assembled into one trace file when the
-//! recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
+//! background thread into per-thread spool files, assembled into one trace.dat v7 file (see
+//! `output`) when the recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
 //! the main thread).
 
 use crate::ctx::ThreadCtx;
@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+pub use tp_format::tracedat::Compression;
 
 /// Nonzero while a recording runs; changes for every recording.
 static ACTIVE_GEN: AtomicU64 = AtomicU64::new(0);
@@ -41,6 +42,7 @@ struct Active {
     shared: Arc<Shared>,
     drain: Option<JoinHandle<Spool>>,
     path: PathBuf,
+    compression: Compression,
     started: Instant,
 }
 
@@ -99,6 +101,7 @@ fn io_err(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Recor
 pub struct RecorderBuilder {
     path: PathBuf,
     pages_per_thread: usize,
+    compression: Compression,
 }
 
 impl RecorderBuilder {
@@ -106,6 +109,12 @@ impl RecorderBuilder {
     /// thread falls behind and a buffer is full, new events are dropped and counted.
     pub fn pages_per_thread(mut self, n: usize) -> Self {
         self.pages_per_thread = n.max(2);
+        self
+    }
+
+    /// Compression of the trace.dat v7 sections (default: none, the fastest to finish).
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
         self
     }
 
@@ -138,6 +147,7 @@ impl RecorderBuilder {
             shared,
             drain: Some(drain),
             path: self.path.clone(),
+            compression: self.compression,
             started: Instant::now(),
         });
         ACTIVE_GEN.store(gen, Ordering::Release);
@@ -158,7 +168,7 @@ pub struct Recorder {
 impl Recorder {
     /// Record into `path` (see the crate docs for the file format).
     pub fn builder(path: impl Into<PathBuf>) -> RecorderBuilder {
-        RecorderBuilder { path: path.into(), pages_per_thread: 256 }
+        RecorderBuilder { path: path.into(), pages_per_thread: 256, compression: Compression::None }
     }
 
     /// Start recording into `path` with default settings.
@@ -236,9 +246,12 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     if gen == 0 {
         return None;
     }
-    let act = ACTIVE.try_lock().ok()?;
-    let a = act.as_ref().filter(|a| a.gen == gen)?;
-    let sh = &a.shared;
+    // Blocking is fine: no holder of ACTIVE waits for read sections while holding it.
+    let sh = {
+        let act = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        act.as_ref().filter(|a| a.gen == gen)?.shared.clone()
+    };
+    // Allocate outside the lock; `finish` can't take the rings before this read section ends.
     let ring = Arc::new(Ring {
         pages: PageRing::new(sh.pages_per_thread),
         cpu: sh.next_cpu.fetch_add(1, Ordering::Relaxed) as usize,
@@ -280,6 +293,7 @@ struct Spool {
     dir: PathBuf,
     files: Vec<Option<BufWriter<File>>>,
     pages: Vec<u64>,
+    events: Vec<u64>,
     info: Vec<(i32, String, u64)>,
     error: Option<RecordError>,
 }
@@ -290,9 +304,11 @@ impl Spool {
         if self.files.len() <= cpu {
             self.files.resize_with(cpu + 1, || None);
             self.pages.resize(cpu + 1, 0);
+            self.events.resize(cpu + 1, 0);
             self.info.resize(cpu + 1, (0, String::new(), 0));
         }
         self.info[cpu] = (ring.tid, ring.comm.clone(), ring.pages.lost());
+        self.events[cpu] += crate::read::page_records(page).count() as u64;
         if self.error.is_some() {
             return;
         }
@@ -328,8 +344,14 @@ impl Spool {
 }
 
 fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
-    let mut spool =
-        Spool { dir, files: Vec::new(), pages: Vec::new(), info: Vec::new(), error: None };
+    let mut spool = Spool {
+        dir,
+        files: Vec::new(),
+        pages: Vec::new(),
+        events: Vec::new(),
+        info: Vec::new(),
+        error: None,
+    };
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
     loop {
@@ -349,6 +371,7 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
                 if spool.info.len() <= r.cpu {
                     spool.files.resize_with(r.cpu + 1, || None);
                     spool.pages.resize(r.cpu + 1, 0);
+                    spool.events.resize(r.cpu + 1, 0);
                     spool.info.resize(r.cpu + 1, (0, String::new(), 0));
                 }
                 spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
@@ -413,7 +436,7 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
         }
     }
     let _ = act.started;
-    Some(crate::output::write(&act.path, spool_into_streams(spool)))
+    Some(crate::output::write(&act.path, act.compression, spool_into_streams(spool)))
 }
 
 fn spool_into_streams(
@@ -430,6 +453,7 @@ fn spool_into_streams(
         .map(|i| crate::output::Stream {
             spool: spool.dir.join(format!("cpu{i}")),
             pages: spool.pages[i],
+            events: spool.events[i],
             tid: spool.info[i].0,
             comm: spool.info[i].1.clone(),
             lost: spool.info[i].2,
