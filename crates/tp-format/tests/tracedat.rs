@@ -291,7 +291,8 @@ mod bad_input {
     fn truncated_data_yields_complete_pages_then_error() {
         // (v7 files keep the BUFFER option after the data, so only v6 can be read when cut
         // in its data; a cut v7 file fails to open with an error naming the options.)
-        for name in ["v6.dat"] {
+        let name = "v6.dat";
+        {
             let full = read(name);
             let dat = TraceDat::open(Cursor::new(full.clone())).unwrap();
             let b = dat.buffers.iter().find(|b| !b.cpus.is_empty()).unwrap();
@@ -569,5 +570,92 @@ mod real_capture {
         let kernel_getppid = kernel_text.lines().filter(|l| l.contains("sys_getppid()")).count();
         assert_eq!(getppid, kernel_getppid);
         assert!(getppid >= 2000);
+    }
+}
+
+/// Peak memory while streaming a large file stays bounded. Ignored by default (it writes
+/// `TP_BIG_MB` MiB, default 1024, to the temp directory):
+/// `cargo test --release -p tp-format --test tracedat memory -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn memory_stays_bounded_on_a_large_file() {
+    use std::io::Read;
+    use tp_format::tracedat::{BufferPages, CpuPages, Writer, WriterOptions};
+
+    /// Repeats a fixture CPU's pages up to `left` bytes, without holding more than them.
+    struct Repeat {
+        pages: Vec<u8>,
+        pos: usize,
+        left: u64,
+    }
+    impl Read for Repeat {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.pages.len() - self.pos).min(self.left as usize);
+            buf[..n].copy_from_slice(&self.pages[self.pos..self.pos + n]);
+            self.pos = (self.pos + n) % self.pages.len();
+            self.left -= n as u64;
+            Ok(n)
+        }
+    }
+    fn hwm_kb() -> u64 {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap();
+        let l = s.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        l.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    let mb: u64 = std::env::var("TP_BIG_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let dat = TraceDat::open(Cursor::new(read("v6.dat"))).unwrap();
+    let idx = dat.buffers.iter().position(|b| !b.cpus.is_empty()).unwrap();
+    let meta = writer::metadata_of(&dat);
+    let mut raw = Vec::new();
+    for (i, c) in dat.buffers[idx].cpus.iter().enumerate() {
+        let mut src = dat.page_source(idx, i).unwrap();
+        let mut pages = Vec::new();
+        while src.advance().unwrap() {
+            pages.extend_from_slice(src.page());
+        }
+        raw.push((c.cpu, pages));
+    }
+    drop(dat);
+    for (name, comp) in [("none", Compression::None), ("zstd", Compression::Zstd)] {
+        let path = std::env::temp_dir().join(format!("tp-big-{}-{name}.dat", std::process::id()));
+        let opts = WriterOptions { compression: comp, ..WriterOptions::default() };
+        let bufs = vec![BufferPages {
+            name: String::new(),
+            // Half of the size per CPU.
+            cpus: raw
+                .iter()
+                .map(|(cpu, pages)| CpuPages {
+                    cpu: *cpu,
+                    pages: Box::new(Repeat { pages: pages.clone(), pos: 0, left: mb << 19 }),
+                })
+                .collect(),
+        }];
+        let mut f = std::fs::File::create(&path).unwrap();
+        Writer::new(opts).write(&mut f, &meta, bufs).unwrap();
+        drop(f);
+        let size = std::fs::metadata(&path).unwrap().len();
+        let before = hwm_kb();
+        let t = std::time::Instant::now();
+        let dat =
+            TraceDat::open(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        let mut recs = dat.records(0).unwrap();
+        let mut n = 0u64;
+        while let Some(item) = recs.next() {
+            if let Item::Event(r) = item.unwrap() {
+                n += r.data.len() as u64 & 1;
+                n += 1;
+            }
+        }
+        let after = hwm_kb();
+        eprintln!(
+            "{name}: file {} MiB, {n} records in {:?}; peak RSS {} MiB before reading, {} MiB after",
+            size >> 20,
+            t.elapsed(),
+            before >> 10,
+            after >> 10
+        );
+        std::fs::remove_file(&path).ok();
+        assert!(after < 64 << 10, "peak RSS {after} KiB");
     }
 }
