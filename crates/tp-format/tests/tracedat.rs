@@ -379,6 +379,15 @@ mod bad_input {
         let _ = tp_format::EventFormat::parse("sched", text);
     }
 
+    /// Format files that crashed the format parser (fuzz target `format`).
+    #[test]
+    fn bad_format_files_never_panic() {
+        for e in std::fs::read_dir(fixture("bad/format")).unwrap() {
+            let bytes = std::fs::read(e.unwrap().path()).unwrap();
+            let _ = tp_format::EventFormat::parse("fuzz", &String::from_utf8_lossy(&bytes));
+        }
+    }
+
     /// Regression inputs (fuzzer crashes and hand-made corruptions) in fixtures/tracedat/bad/.
     #[test]
     fn bad_inputs_never_panic() {
@@ -386,7 +395,7 @@ mod bad_input {
         let mut n = 0;
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "md") {
+            if p.is_dir() || p.extension().is_some_and(|x| x == "md") {
                 continue;
             }
             let bytes = std::fs::read(&p).unwrap();

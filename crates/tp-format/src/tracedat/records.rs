@@ -266,9 +266,14 @@ impl<'s> Records<'s> {
             c.end = 0;
             match c.src.advance() {
                 Ok(true) => {}
-                Ok(false) => return,
-                Err(e) => {
-                    self.deferred.push(e);
+                end => {
+                    if let Err(e) = end {
+                        self.deferred.push(e);
+                    }
+                    // Losses on the last pages, with no event after them: still reported.
+                    if c.lost.is_some() {
+                        self.heap.push(Reverse((c.cursor.time(), c.cpu, i)));
+                    }
                     return;
                 }
             }
@@ -319,6 +324,10 @@ impl<'s> Records<'s> {
         };
         let c = &mut self.cpus[i];
         if let Some(m) = c.lost.take() {
+            if c.head.is_none() {
+                // The CPU has ended; this marker was its last item.
+                self.heap.pop();
+            }
             // Report the loss first; the event stays at the head.
             let count = match m {
                 Missed::Count(n) => {
@@ -384,6 +393,29 @@ mod tests {
             ]
         );
         assert_eq!(r.lost_events(), 9);
+    }
+
+    #[test]
+    fn lost_events_on_the_last_page_are_reported() {
+        let mut c0 = pages(&[(10, 1)], 1, Missed::None);
+        c0.extend(PageBuilder::new(PageLayout::X86_64, 50).finish(Missed::Count(3)));
+        let srcs: Vec<(u32, Box<dyn PageSource>)> =
+            vec![(0, Box::new(ReadPages::new(&c0[..], 4096)))];
+        let mut r = Records::new(PageLayout::X86_64, srcs);
+        let mut got = Vec::new();
+        while let Some(item) = r.next() {
+            got.push(item.unwrap().describe());
+        }
+        assert_eq!(got, ["event 0:10", "lost 0:50:Some(3)"]);
+    }
+
+    impl Item<'_> {
+        fn describe(self) -> String {
+            match self {
+                Item::Event(e) => format!("event {}:{}", e.cpu, e.ts),
+                Item::Lost(l) => format!("lost {}:{}:{:?}", l.cpu, l.ts, l.count),
+            }
+        }
     }
 
     #[test]
