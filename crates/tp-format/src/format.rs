@@ -316,7 +316,8 @@ fn parse_declaration(decl: &str, size: usize) -> Result<(String, String, FieldKi
         }
     }
     if let Some(open) = d.find('[') {
-        let close = d.rfind(']').ok_or_else(|| format!("unclosed `[` in {d:?}"))?;
+        let close =
+            d.rfind(']').filter(|&c| c > open).ok_or_else(|| format!("unclosed `[` in {d:?}"))?;
         let (ty, name) = split_name(&d[..open])?;
         let dim = d[open + 1..close].trim();
         if dim.is_empty() {
@@ -337,11 +338,10 @@ fn parse_declaration(decl: &str, size: usize) -> Result<(String, String, FieldKi
 /// `unsigned long foo` -> (`unsigned long`, `foo`); `const char * p` -> (`const char *`, `p`).
 fn split_name(d: &str) -> Result<(String, String), String> {
     let d = d.trim();
-    let start =
-        d.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |i| {
-            // Past that character (it may be several bytes long).
-            i + d[i..].chars().next().map_or(1, char::len_utf8)
-        });
+    let start = d.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map_or(0, |i| {
+        // Past that character (it may be several bytes long).
+        i + d[i..].chars().next().map_or(1, char::len_utf8)
+    });
     let name = &d[start..];
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(format!("no field name in declaration {d:?}"));
