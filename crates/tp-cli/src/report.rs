@@ -5,10 +5,15 @@ use std::collections::BTreeMap;
 use std::io::{BufReader, Write};
 
 use anyhow::Context;
-use tp_format::render::{Options, Renderer, Tables};
+use tp_format::render::{Common, Options, Renderer, Tables};
 use tp_format::text::{self, Columns};
 use tp_format::tracedat::{Item, TraceDat};
 use tp_tracefs::events::glob_match;
+
+use pipeline::Mode;
+
+mod count;
+mod pipeline;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,7 +53,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let file =
         std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
-    let dat = TraceDat::open(BufReader::with_capacity(1 << 16, file))
+    let mut dat = TraceDat::open(BufReader::with_capacity(1 << 16, file))
         .with_context(|| format!("cannot read {}", args.input))?;
     for e in &dat.format_errors {
         eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
@@ -60,12 +65,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         big_endian: dat.big_endian,
         long_size: dat.long_size,
     };
+    // Moved, not copied: the records need only the file, the layout and the buffers.
     let tables = Tables {
-        kallsyms: dat.kallsyms.clone(),
-        printk: dat.printk.clone(),
-        cmdlines: dat.cmdlines.clone(),
+        kallsyms: std::mem::take(&mut dat.kallsyms),
+        printk: std::mem::take(&mut dat.printk),
+        cmdlines: std::mem::take(&mut dat.cmdlines),
     };
-    let renderer = Renderer::new(dat.events.clone(), tables, options);
+    let renderer = Renderer::new(std::mem::take(&mut dat.events), tables, options);
     let wanted = EventFilter::new(&args.events, &renderer)?;
 
     let buffers: Vec<usize> = match &args.buffer {
@@ -93,78 +99,97 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     let mut out = Output::new();
     let mut status = 0;
+    let mode = match (args.json, args.raw) {
+        (true, _) => Mode::Json,
+        (_, true) => Mode::Raw,
+        _ => Mode::Text,
+    };
     for &b in &buffers {
         if buffers.len() > 1 && !args.json {
             out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers[b].name)));
         }
-        if !args.stat && !args.json && !args.no_header {
+        if args.stat {
+            let mut stat = Stat::default();
+            let mut records = dat.records(b)?;
+            while let Some(item) = records.next() {
+                match item {
+                    Ok(Item::Event(r)) => {
+                        if let Some(c) = select(&args, &wanted, &renderer, r.cpu, r.data) {
+                            stat.event(c.id, r.cpu, dat.adjust_ts(r.ts));
+                        }
+                    }
+                    Ok(Item::Lost(l)) => {
+                        if args.cpus.is_empty() || args.cpus.contains(&l.cpu) {
+                            stat.lost(l.cpu, l.count);
+                        }
+                    }
+                    Err(e) => {
+                        out.flush()?;
+                        eprintln!("tp: {}: {e}", args.input);
+                        status = 1;
+                    }
+                }
+            }
+            stat.print(&mut out.buf, &renderer, &dat.buffers[b].name, &dat.cpustats);
+            continue;
+        }
+        if !args.json && !args.no_header {
             // The kernel counts what is in the buffer and adds what was overwritten.
             // Saved stats are read after the capture drained the buffer, so count the file.
-            let entries = count_events(&dat, b)?;
+            let entries = count::count_events(&dat, b)?;
             let written = entries + stats_overrun(&dat.cpustats, &dat.buffers[b].name);
             let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[b].cpus.len());
             text::write_header(&mut out.buf, entries, written, ncpus, options.columns);
         }
-        let mut stat = Stat::default();
+        // The worker owns stdout while it runs: what this thread has written goes first.
+        out.flush()?;
         let mut records = dat.records(b)?;
-        while let Some(item) = records.next() {
-            match item {
-                Ok(Item::Event(r)) => {
-                    if !args.cpus.is_empty() && !args.cpus.contains(&r.cpu) {
-                        continue;
+        let errors = pipeline::run(&renderer, mode, &args.input, |feed| {
+            let mut errors = 0;
+            while let Some(item) = records.next() {
+                match item {
+                    Ok(Item::Event(r)) => {
+                        if select(&args, &wanted, &renderer, r.cpu, r.data).is_some() {
+                            feed.event(r.cpu, dat.adjust_ts(r.ts), r.data)?;
+                        }
                     }
-                    let Some(c) = renderer.common(r.data) else { continue };
-                    if !wanted.allows(c.id)
-                        || (!args.pids.is_empty() && !args.pids.contains(&c.pid))
-                    {
-                        continue;
+                    Ok(Item::Lost(l)) => {
+                        if args.cpus.is_empty() || args.cpus.contains(&l.cpu) {
+                            feed.lost(l.cpu, dat.adjust_ts(l.ts), l.count)?;
+                        }
                     }
-                    let ts = dat.adjust_ts(r.ts);
-                    if args.stat {
-                        stat.event(c.id, r.cpu, ts);
-                    } else if args.json {
-                        renderer.render_json(r.cpu, ts, r.data, &mut out.buf);
-                        out.buf.push('\n');
-                    } else if args.raw {
-                        renderer.write_context(r.cpu, ts, r.data, &mut out.buf);
-                        renderer.render_raw(r.data, &mut out.buf);
-                        out.buf.push('\n');
-                    } else {
-                        renderer.render_line(r.cpu, ts, r.data, &mut out.buf);
+                    Err(e) => {
+                        feed.error(e.to_string())?;
+                        errors += 1;
                     }
-                    out.maybe_flush()?;
-                }
-                Ok(Item::Lost(l)) => {
-                    if !args.cpus.is_empty() && !args.cpus.contains(&l.cpu) {
-                        continue;
-                    }
-                    if args.stat {
-                        stat.lost(l.cpu, l.count);
-                    } else if args.json {
-                        out.buf.push_str(&format!(
-                            "{{\"lost\":{},\"cpu\":{},\"ts\":{}}}\n",
-                            l.count.map(|c| c.to_string()).unwrap_or_else(|| "null".into()),
-                            l.cpu,
-                            dat.adjust_ts(l.ts)
-                        ));
-                    } else {
-                        text::write_lost(&mut out.buf, l.cpu, l.count);
-                    }
-                }
-                Err(e) => {
-                    // Keep going: every complete page is printed, then what was cut is said.
-                    out.flush()?;
-                    eprintln!("tp: {}: {e}", args.input);
-                    status = 1;
                 }
             }
-        }
-        if args.stat {
-            stat.print(&mut out.buf, &renderer, &dat.buffers[b].name, &dat.cpustats);
+            Ok(errors)
+        })?;
+        if errors.unwrap_or(0) > 0 {
+            status = 1;
         }
     }
     out.flush()?;
     Ok(status)
+}
+
+/// The common fields of a record that passes the CPU, event and pid filters.
+fn select(
+    args: &Args,
+    wanted: &EventFilter,
+    renderer: &Renderer,
+    cpu: u32,
+    data: &[u8],
+) -> Option<Common> {
+    if !args.cpus.is_empty() && !args.cpus.contains(&cpu) {
+        return None;
+    }
+    let c = renderer.common(data)?;
+    if !wanted.allows(c.id) || (!args.pids.is_empty() && !args.pids.contains(&c.pid)) {
+        return None;
+    }
+    Some(c)
 }
 
 fn display_name(name: &str) -> &str {
@@ -205,20 +230,6 @@ fn has_events<R: std::io::Read + std::io::Seek>(
     Ok(false)
 }
 
-fn count_events<R: std::io::Read + std::io::Seek>(
-    dat: &TraceDat<R>,
-    buffer: usize,
-) -> anyhow::Result<u64> {
-    let mut n = 0;
-    let mut records = dat.records(buffer)?;
-    while let Some(item) = records.next() {
-        if let Ok(Item::Event(_)) = item {
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
 /// Event IDs selected by `-e` globs (all when none).
 struct EventFilter {
     allowed: Option<Vec<bool>>,
@@ -251,7 +262,7 @@ impl EventFilter {
     }
 
     fn allows(&self, id: u16) -> bool {
-        self.allowed.as_ref().is_none_or(|a| a[id as usize])
+        self.allowed.as_ref().map_or(true, |a| a[id as usize])
     }
 }
 
@@ -335,13 +346,6 @@ struct Output {
 impl Output {
     fn new() -> Output {
         Output { buf: String::with_capacity(1 << 17), stdout: std::io::stdout() }
-    }
-
-    fn maybe_flush(&mut self) -> std::io::Result<()> {
-        if self.buf.len() >= 1 << 16 {
-            self.flush()?;
-        }
-        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -6,6 +6,7 @@ use crate::format::{EventFormat, Field, FieldKind};
 use crate::printfmt::{Compiled, PrintFmtError, RenderCtx};
 use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
 use crate::text::{self, Columns, Context};
+use std::sync::OnceLock;
 
 /// The tables printing needs besides the formats.
 #[derive(Debug, Clone, Default)]
@@ -33,7 +34,15 @@ impl Default for Options {
 
 struct Event {
     format: EventFormat,
-    program: Result<Compiled, PrintFmtError>,
+    /// Compiled on first use: a trace file carries every format of its kernel (thousands),
+    /// a trace uses a few.
+    program: OnceLock<Result<Compiled, PrintFmtError>>,
+}
+
+impl Event {
+    fn program(&self) -> &Result<Compiled, PrintFmtError> {
+        self.program.get_or_init(|| Compiled::compile(&self.format))
+    }
 }
 
 /// Decoded common fields of a record.
@@ -55,7 +64,8 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    /// Compile every format. Print fmts that do not compile are kept with their error (see
+    /// Take every format; each print fmt is compiled when its first record renders. Print
+    /// fmts that do not compile are kept with their error (see
     /// [`Renderer::compile_errors`]) and their events print as a field dump.
     pub fn new(formats: Vec<EventFormat>, tables: Tables, options: Options) -> Renderer {
         let mut by_id = Vec::new();
@@ -69,15 +79,14 @@ impl Renderer {
                 by_id.resize(id + 1, u32::MAX);
             }
             by_id[id] = events.len() as u32;
-            let program = Compiled::compile(&format);
-            events.push(Event { format, program });
+            events.push(Event { format, program: OnceLock::new() });
         }
         Renderer { events, by_id, tables, options }
     }
 
-    /// Events whose print fmt did not compile, with why.
+    /// Events whose print fmt did not compile, with why (compiles every format).
     pub fn compile_errors(&self) -> impl Iterator<Item = &PrintFmtError> {
-        self.events.iter().filter_map(|e| e.program.as_ref().err())
+        self.events.iter().filter_map(|e| e.program().as_ref().err())
     }
 
     pub fn formats(&self) -> impl Iterator<Item = &EventFormat> {
@@ -93,7 +102,7 @@ impl Renderer {
     /// (e.g. `jiffies`); they render as `[?]`.
     pub fn needs_kernel_state(&self, id: u16) -> bool {
         self.event(id)
-            .is_some_and(|e| e.program.as_ref().is_ok_and(|p| !p.unsupported().is_empty()))
+            .is_some_and(|e| e.program().as_ref().is_ok_and(|p| !p.unsupported().is_empty()))
     }
 
     fn event(&self, id: u16) -> Option<&Event> {
@@ -166,7 +175,7 @@ impl Renderer {
             out.push(']');
             return;
         };
-        match &ev.program {
+        match ev.program() {
             Ok(p) => {
                 if p.prints_name() {
                     out.push_str(&ev.format.name);

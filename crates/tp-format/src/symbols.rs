@@ -14,13 +14,94 @@ pub struct Symbol {
 }
 
 /// Kernel symbols sorted by address, for `%ps`, `%pS`, `%pB`.
+///
+/// Names live in one string (a kernel has a few hundred thousand symbols: one allocation
+/// each would dominate opening a trace).
 #[derive(Debug, Clone, Default)]
 pub struct Kallsyms {
-    syms: Vec<Symbol>,
+    /// Every symbol name, concatenated.
+    names: String,
+    /// Module names, each once.
+    modules: Vec<String>,
+    /// All symbols, by address; of several at one address, in kallsyms order.
+    entries: Vec<Entry>,
     /// Distinct addresses, ascending: the dense array lookups search.
     addrs: Vec<u64>,
-    /// For each of `addrs`, the index in `syms` of the first symbol at that address.
+    /// For each of `addrs`, the index in `entries` of the first symbol at that address.
     first: Vec<u32>,
+    /// A coarse index over `addrs` so a lookup searches a few entries instead of all.
+    buckets: Buckets,
+    /// [`Kallsyms::symbols`], built on first use.
+    owned: std::sync::OnceLock<Vec<Symbol>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    addr: u64,
+    /// `names[name..name + len]`.
+    name: u32,
+    len: u32,
+    /// Index into `modules`, or `NO_MODULE`.
+    module: u32,
+}
+
+const NO_MODULE: u32 = u32::MAX;
+
+/// `addrs` cut into equal address ranges of `1 << shift` bytes from `base`: `start[b]` is
+/// the number of addresses below range `b`'s start, so an address in range `b` has its
+/// symbol among `addrs[start[b] - 1 ..= start[b + 1] - 1]`. Covers the upper span of
+/// the addresses (the kernel's text and modules); lookups outside it search everything.
+#[derive(Debug, Clone, Default)]
+struct Buckets {
+    base: u64,
+    shift: u32,
+    start: Vec<u32>,
+}
+
+/// At most this many ranges (1 MiB of index).
+const MAX_BUCKETS: u64 = 1 << 18;
+/// Ranges no smaller than this (a few symbols each).
+const MIN_SHIFT: u32 = 8;
+/// The index covers at most this span below the highest address (2^18 ranges of 1 MiB).
+const MAX_SPAN: u64 = MAX_BUCKETS << 20;
+
+impl Buckets {
+    fn new(addrs: &[u64]) -> Buckets {
+        let (Some(&first), Some(&last)) = (addrs.first(), addrs.last()) else {
+            return Buckets::default();
+        };
+        let base = first.max(last.saturating_sub(MAX_SPAN));
+        let span = last - base;
+        let mut shift = MIN_SHIFT;
+        while (span >> shift) >= MAX_BUCKETS {
+            shift += 1;
+        }
+        let n = (span >> shift) as usize + 1;
+        let mut start = Vec::with_capacity(n + 1);
+        let mut i = 0usize;
+        for b in 0..=n as u64 {
+            let lo = base.saturating_add(b << shift);
+            while i < addrs.len() && addrs[i] < lo {
+                i += 1;
+            }
+            start.push(i as u32);
+        }
+        Buckets { base, shift, start }
+    }
+
+    /// How many of `addrs` are at or below `addr` (what `partition_point(|a| a <= addr)`
+    /// gives), searching only `addr`'s range.
+    #[inline]
+    fn count_le(&self, addrs: &[u64], addr: u64) -> usize {
+        if addr >= self.base && !self.start.is_empty() {
+            let b = ((addr - self.base) >> self.shift) as usize;
+            if b + 1 < self.start.len() {
+                let (lo, hi) = (self.start[b] as usize, self.start[b + 1] as usize);
+                return lo + addrs[lo..hi].partition_point(|&a| a <= addr);
+            }
+        }
+        addrs.partition_point(|&a| a <= addr)
+    }
 }
 
 /// The result of resolving an address.
@@ -38,54 +119,120 @@ impl Kallsyms {
     /// Lines that do not parse are skipped (kallsyms has no malformed lines the kernel cares
     /// about, and a damaged table should degrade to hex addresses, not fail a report).
     pub fn parse(text: &str) -> Kallsyms {
-        let syms: Vec<Symbol> = text
-            .lines()
-            .filter_map(|line| {
-                let mut it = line.split_whitespace();
-                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
-                let _kind = it.next()?;
-                let name = it.next()?.to_string();
-                let module =
-                    it.next().map(|m| m.trim_start_matches('[').trim_end_matches(']').to_string());
-                (addr != 0).then_some(Symbol { addr, name, module })
-            })
-            .collect();
-        Kallsyms::from_symbols(syms)
+        let mut b = Builder::default();
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            let (Some(addr), Some(_kind), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            if addr == 0 {
+                continue;
+            }
+            let module = it.next().map(|m| m.trim_start_matches('[').trim_end_matches(']'));
+            b.push(addr, name, module);
+        }
+        b.finish()
     }
 
-    pub fn from_symbols(mut syms: Vec<Symbol>) -> Kallsyms {
-        // Stable: of several names at one address, kallsyms order decides which prints.
-        syms.sort_by_key(|s| s.addr);
-        let mut addrs = Vec::new();
-        let mut first = Vec::new();
-        for (i, s) in syms.iter().enumerate() {
-            if addrs.last() != Some(&s.addr) {
-                addrs.push(s.addr);
-                first.push(i as u32);
-            }
+    pub fn from_symbols(syms: Vec<Symbol>) -> Kallsyms {
+        let mut b = Builder::default();
+        for s in &syms {
+            b.push(s.addr, &s.name, s.module.as_deref());
         }
-        Kallsyms { syms, addrs, first }
+        b.finish()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.entries.is_empty()
     }
 
+    /// Every symbol, by address (built on the first call).
     pub fn symbols(&self) -> &[Symbol] {
-        &self.syms
+        self.owned.get_or_init(|| {
+            self.entries
+                .iter()
+                .map(|e| Symbol {
+                    addr: e.addr,
+                    name: self.name(e).to_string(),
+                    module: self.module(e).map(str::to_string),
+                })
+                .collect()
+        })
+    }
+
+    fn name(&self, e: &Entry) -> &str {
+        &self.names[e.name as usize..(e.name + e.len) as usize]
+    }
+
+    fn module(&self, e: &Entry) -> Option<&str> {
+        self.modules.get(e.module as usize).map(String::as_str)
     }
 
     /// The symbol containing `addr`: the last one at or below it. The size runs to the next
     /// symbol at a higher address (0 for the last symbol).
+    #[inline]
     pub fn resolve(&self, addr: u64) -> Option<Resolved<'_>> {
-        let i = self.addrs.partition_point(|&a| a <= addr).checked_sub(1)?;
-        let s = &self.syms[self.first[i] as usize];
+        let i = self.buckets.count_le(&self.addrs, addr).checked_sub(1)?;
+        let e = &self.entries[self.first[i] as usize];
         Some(Resolved {
-            name: &s.name,
-            module: s.module.as_deref(),
-            offset: addr - s.addr,
-            size: self.addrs.get(i + 1).map_or(0, |n| n - s.addr),
+            name: self.name(e),
+            module: self.module(e),
+            offset: addr - e.addr,
+            size: self.addrs.get(i + 1).map_or(0, |n| n - e.addr),
         })
+    }
+}
+
+/// Collects symbols into a [`Kallsyms`].
+#[derive(Default)]
+struct Builder {
+    names: String,
+    modules: Vec<String>,
+    module_ids: HashMap<String, u32>,
+    entries: Vec<Entry>,
+}
+
+impl Builder {
+    fn push(&mut self, addr: u64, name: &str, module: Option<&str>) {
+        // Names beyond 4 GiB of text cannot be indexed; such a table is not a kallsyms.
+        let Ok(start) = u32::try_from(self.names.len()) else { return };
+        let Ok(len) = u32::try_from(name.len()) else { return };
+        if start.checked_add(len).is_none() {
+            return;
+        }
+        self.names.push_str(name);
+        let module = match module {
+            None => NO_MODULE,
+            // Symbols of one module come together: check the last one first.
+            Some(m) if self.modules.last().is_some_and(|l| l == m) => self.modules.len() as u32 - 1,
+            Some(m) => match self.module_ids.get(m) {
+                Some(&id) => id,
+                None => {
+                    let id = self.modules.len() as u32;
+                    self.modules.push(m.to_string());
+                    self.module_ids.insert(m.to_string(), id);
+                    id
+                }
+            },
+        };
+        self.entries.push(Entry { addr, name: start, len, module });
+    }
+
+    fn finish(self) -> Kallsyms {
+        let Builder { names, modules, mut entries, .. } = self;
+        // Stable: of several names at one address, kallsyms order decides which prints.
+        entries.sort_by_key(|e| e.addr);
+        let mut addrs = Vec::new();
+        let mut first = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            if addrs.last() != Some(&e.addr) {
+                addrs.push(e.addr);
+                first.push(i as u32);
+            }
+        }
+        let buckets = Buckets::new(&addrs);
+        Kallsyms { names, modules, entries, addrs, first, buckets, owned: Default::default() }
     }
 }
 
@@ -151,8 +298,36 @@ fn unescape_c(s: &str) -> String {
 /// pid -> comm (`saved_cmdlines`: `1234 bash`) and pid -> tgid (`saved_tgids`: `1234 1230`).
 #[derive(Debug, Clone, Default)]
 pub struct Cmdlines {
-    comms: HashMap<i32, String>,
-    tgids: HashMap<i32, i32>,
+    comms: HashMap<i32, String, PidHash>,
+    tgids: HashMap<i32, i32, PidHash>,
+}
+
+/// Pids are looked up once per printed line: a cheap mixing hash instead of SipHash. The
+/// finalizer is a bijection that spreads every key bit over the whole word, so pids that
+/// differ only in high bits do not pile up in one bucket.
+type PidHash = std::hash::BuildHasherDefault<PidHasher>;
+
+#[derive(Default)]
+struct PidHasher(u64);
+
+impl std::hash::Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        // MurmurHash3's fmix64.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_i32(&mut self, v: i32) {
+        self.0 = (self.0 << 32) ^ v as u32 as u64;
+    }
 }
 
 impl Cmdlines {
@@ -222,11 +397,37 @@ mod tests {
         let k = Kallsyms::parse(
             "ffffffff81000010 T b\nffffffff81000000 T a\nffffffff81000040 t c\t[ext4]\n0000000000000000 A z\n",
         );
+        assert!(k.resolve(0xffffffff80ffffff).is_none());
         let r = k.resolve(0xffffffff81000012).unwrap();
         assert_eq!((r.name, r.offset, r.size), ("b", 2, 0x30));
         let r = k.resolve(0xffffffff81000041).unwrap();
         assert_eq!((r.name, r.module, r.size), ("c", Some("ext4"), 0));
         assert!(k.resolve(0x10).is_none());
+    }
+
+    #[test]
+    fn bucket_index_agrees_with_binary_search() {
+        // Spread like a real kallsyms: per-CPU symbols near 0, kernel text, modules far up.
+        let mut addrs = vec![0x10, 0x2000, 0x2010];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for base in [0xffff_ffff_8100_0000u64, 0xffff_ffff_c000_0000] {
+            for _ in 0..5000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                addrs.push(base + (x % 0x200_0000));
+            }
+        }
+        addrs.sort_unstable();
+        addrs.dedup();
+        let b = Buckets::new(&addrs);
+        let mut probe: Vec<u64> = vec![0, 1, 0x10, 0x11, u64::MAX, 0xffff_ffff_8000_0000];
+        for &a in addrs.iter().step_by(7) {
+            probe.extend([a - 1, a, a + 1]);
+        }
+        for p in probe {
+            assert_eq!(b.count_le(&addrs, p), addrs.partition_point(|&a| a <= p), "{p:#x}");
+        }
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub mod flags {
     pub const BH_OFF: u8 = 0x80;
 }
 
+use crate::printfmt::ascii::{self, push_ascii, AsciiWriter};
+
 /// The header block `trace` starts with, for the nop tracer.
 pub fn write_header(out: &mut String, entries: u64, written: u64, ncpus: usize, cols: Columns) {
     out.push_str("# tracer: nop\n#\n");
@@ -87,94 +89,118 @@ pub struct Context<'a> {
 /// Write `comm-pid [cpu] flags  secs.usecs: ` as the kernel does. `ts_in_ns` is true for the
 /// nanosecond clocks (local, global, mono, boot, ...); counter clocks print the raw count.
 pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns: bool) {
+    // The whole prefix is collected on the stack and appended in one copy.
+    let mut w = AsciiWriter::new(out);
     // "%16s-%-7d "
-    pad_left(out, c.comm, 16);
-    out.push('-');
+    // Comms are ASCII in practice; count chars only when they are not.
+    let n = if c.comm.is_ascii() { c.comm.len() } else { c.comm.chars().count() };
+    w.repeat(b' ', 16usize.saturating_sub(n));
+    w.str(c.comm);
+    w.byte(b'-');
     let pid = Digits::signed(c.pid as i64);
-    pid.push_to(out);
-    spaces(out, 7usize.saturating_sub(pid.len()));
-    out.push(' ');
+    if pid.neg {
+        w.byte(b'-');
+    }
+    w.bytes(pid.as_bytes());
+    w.repeat(b' ', 7usize.saturating_sub(pid.len()));
+    w.byte(b' ');
     if cols.tgid {
         match c.tgid {
             Some(t) if t != 0 => {
-                out.push('(');
+                w.byte(b'(');
                 let d = Digits::signed(t as i64);
-                spaces(out, 7usize.saturating_sub(d.len()));
-                d.push_to(out);
-                out.push_str(") ");
+                w.repeat(b' ', 7usize.saturating_sub(d.len()));
+                if d.neg {
+                    w.byte(b'-');
+                }
+                w.bytes(d.as_bytes());
+                w.bytes(b") ");
             }
-            _ => out.push_str("(-------) "),
+            _ => w.bytes(b"(-------) "),
         }
     }
     // "[%03d] "
-    out.push('[');
+    w.byte(b'[');
     let d = Digits::unsigned(c.cpu as u64);
-    zeros(out, 3usize.saturating_sub(d.len()));
-    out.push_str(d.as_str());
-    out.push_str("] ");
+    w.repeat(b'0', 3usize.saturating_sub(d.len()));
+    w.bytes(d.as_bytes());
+    w.bytes(b"] ");
     if cols.irq_info {
-        write_lat_fmt(out, c.flags, c.preempt_count);
+        w.bytes(&lat_fmt(c.flags, c.preempt_count));
     }
-    write_timestamp(out, c.ts, ts_in_ns);
-    out.push_str(": ");
+    timestamp(&mut w, c.ts, ts_in_ns);
+    w.bytes(b": ");
 }
 
 /// The five flag characters: irqs-off/BH, need-resched, hardirq/softirq, preempt depth,
 /// migrate-disable depth.
 pub fn write_lat_fmt(out: &mut String, f: u8, preempt: u8) {
+    AsciiWriter::new(out).bytes(&lat_fmt(f, preempt));
+}
+
+fn lat_fmt(f: u8, preempt: u8) -> [u8; 5] {
     use flags::*;
     let bh_off = f & BH_OFF != 0;
     let irqs_off = f & IRQS_OFF != 0;
-    out.push(match (irqs_off, bh_off) {
-        (true, true) => 'D',
-        (true, false) => 'd',
-        (false, true) => 'b',
-        (false, false) => '.',
-    });
-    out.push(match f & (NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED) {
-        x if x == NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED => 'B',
-        x if x == NEED_RESCHED | PREEMPT_RESCHED => 'N',
-        x if x == NEED_RESCHED_LAZY | PREEMPT_RESCHED => 'L',
-        x if x == NEED_RESCHED | NEED_RESCHED_LAZY => 'b',
-        NEED_RESCHED => 'n',
-        PREEMPT_RESCHED => 'p',
-        NEED_RESCHED_LAZY => 'l',
-        _ => '.',
-    });
+    let irq = match (irqs_off, bh_off) {
+        (true, true) => b'D',
+        (true, false) => b'd',
+        (false, true) => b'b',
+        (false, false) => b'.',
+    };
+    let resched = match f & (NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED) {
+        x if x == NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED => b'B',
+        x if x == NEED_RESCHED | PREEMPT_RESCHED => b'N',
+        x if x == NEED_RESCHED_LAZY | PREEMPT_RESCHED => b'L',
+        x if x == NEED_RESCHED | NEED_RESCHED_LAZY => b'b',
+        NEED_RESCHED => b'n',
+        PREEMPT_RESCHED => b'p',
+        NEED_RESCHED_LAZY => b'l',
+        _ => b'.',
+    };
     let (nmi, hard, soft) = (f & NMI != 0, f & HARDIRQ != 0, f & SOFTIRQ != 0);
-    out.push(match (nmi, hard, soft) {
-        (true, true, _) => 'Z',
-        (true, false, _) => 'z',
-        (false, true, true) => 'H',
-        (false, true, false) => 'h',
-        (false, false, true) => 's',
-        _ => '.',
-    });
+    let ctx = match (nmi, hard, soft) {
+        (true, true, _) => b'Z',
+        (true, false, _) => b'z',
+        (false, true, true) => b'H',
+        (false, true, false) => b'h',
+        (false, false, true) => b's',
+        _ => b'.',
+    };
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let depth = preempt & 0xf;
-    out.push(if depth != 0 { HEX[depth as usize] as char } else { '.' });
     let migrate = preempt >> 4;
-    out.push(if migrate != 0 { HEX[migrate as usize] as char } else { '.' });
+    [
+        irq,
+        resched,
+        ctx,
+        if depth != 0 { HEX[depth as usize] } else { b'.' },
+        if migrate != 0 { HEX[migrate as usize] } else { b'.' },
+    ]
 }
 
 /// `" %5lu.%06lu"` of the timestamp rounded to microseconds (the kernel's ns2usecs adds 500
 /// before dividing), or `" %12llu"` for counter clocks.
 pub fn write_timestamp(out: &mut String, ts: u64, ts_in_ns: bool) {
-    out.push(' ');
+    timestamp(&mut AsciiWriter::new(out), ts, ts_in_ns);
+}
+
+fn timestamp(w: &mut AsciiWriter<'_>, ts: u64, ts_in_ns: bool) {
+    w.byte(b' ');
     if !ts_in_ns {
         let d = Digits::unsigned(ts);
-        spaces(out, 12usize.saturating_sub(d.len()));
-        out.push_str(d.as_str());
+        w.repeat(b' ', 12usize.saturating_sub(d.len()));
+        w.bytes(d.as_bytes());
         return;
     }
     let usecs = ts.saturating_add(500) / 1000;
     let secs = Digits::unsigned(usecs / 1_000_000);
-    spaces(out, 5usize.saturating_sub(secs.len()));
-    out.push_str(secs.as_str());
-    out.push('.');
+    w.repeat(b' ', 5usize.saturating_sub(secs.len()));
+    w.bytes(secs.as_bytes());
+    w.byte(b'.');
     let frac = Digits::unsigned(usecs % 1_000_000);
-    zeros(out, 6 - frac.len());
-    out.push_str(frac.as_str());
+    w.repeat(b'0', 6 - frac.len());
+    w.bytes(frac.as_bytes());
 }
 
 /// `CPU:N [LOST M EVENTS]`, printed before the first event after a gap; an unknown count
@@ -199,35 +225,22 @@ pub fn clock_is_ns(clock: &str) -> bool {
 
 /// A number's decimal digits, formatted on the stack.
 pub struct Digits {
-    buf: [u8; 20],
-    start: usize,
+    digits: ascii::Digits,
     neg: bool,
 }
 
 impl Digits {
-    pub fn unsigned(mut v: u64) -> Digits {
-        let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        Digits { buf, start: i, neg: false }
+    pub fn unsigned(v: u64) -> Digits {
+        Digits { digits: ascii::Digits::dec(v), neg: false }
     }
 
     pub fn signed(v: i64) -> Digits {
-        let mut d = Digits::unsigned(v.unsigned_abs());
-        d.neg = v < 0;
-        d
+        Digits { digits: ascii::Digits::dec(v.unsigned_abs()), neg: v < 0 }
     }
 
     /// Characters including the sign.
     pub fn len(&self) -> usize {
-        self.buf.len() - self.start + self.neg as usize
+        self.digits.len() + self.neg as usize
     }
 
     pub fn is_empty(&self) -> bool {
@@ -235,49 +248,27 @@ impl Digits {
     }
 
     /// The digits without the sign.
-    fn digits(&self) -> &str {
-        // SAFETY: only ASCII digits are written to buf[start..].
-        unsafe { std::str::from_utf8_unchecked(&self.buf[self.start..]) }
+    fn as_bytes(&self) -> &[u8] {
+        self.digits.as_bytes()
     }
 
     pub fn push_to(&self, out: &mut String) {
+        let mut w = AsciiWriter::new(out);
         if self.neg {
-            out.push('-');
+            w.byte(b'-');
         }
-        out.push_str(self.digits());
-    }
-
-    /// Only for non-negative numbers (callers above format pids, CPUs and times).
-    fn as_str(&self) -> &str {
-        self.digits()
+        w.bytes(self.as_bytes());
     }
 }
 
 /// Append a decimal unsigned integer without going through `fmt`.
 pub fn push_u64(out: &mut String, v: u64) {
-    Digits::unsigned(v).push_to(out);
+    push_ascii(out, ascii::Digits::dec(v).as_bytes());
 }
 
 /// Append a decimal signed integer.
 pub fn push_i64(out: &mut String, v: i64) {
     Digits::signed(v).push_to(out);
-}
-
-fn pad_left(out: &mut String, s: &str, width: usize) {
-    // Comms are ASCII in practice; count chars only when they are not.
-    let n = if s.is_ascii() { s.len() } else { s.chars().count() };
-    spaces(out, width.saturating_sub(n));
-    out.push_str(s);
-}
-
-fn spaces(out: &mut String, n: usize) {
-    const S: &str = "                                ";
-    out.push_str(&S[..n.min(S.len())]);
-}
-
-fn zeros(out: &mut String, n: usize) {
-    const Z: &str = "00000000000000000000";
-    out.push_str(&Z[..n.min(Z.len())]);
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
 //! for, read from /proc/config.gz) unless [`CompileOptions`] say otherwise; bare enumeration
 //! constants come from [`CompileOptions::constants`] or a built-in table for 6.18 (`consts`).
 
+pub(crate) mod ascii;
 mod ast;
 mod consts;
 mod helpers;

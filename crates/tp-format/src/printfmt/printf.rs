@@ -3,6 +3,8 @@
 //! prints `0x0`, precision does not cancel the `0` flag, `%c` pads with spaces, a conversion
 //! the kernel does not know stops the output, `%p` eats every alphanumeric after it.
 
+use super::ascii::{push_ascii, AsciiWriter, Digits};
+
 pub(crate) const LEFT: u8 = 1;
 pub(crate) const PLUS: u8 = 2;
 pub(crate) const SPACE: u8 = 4;
@@ -244,7 +246,7 @@ pub(crate) fn number(out: &mut String, num: u64, base: u8, flags: u8, width: i32
     let mut num = num;
     let mut field_width = width;
     let mut precision = prec;
-    let locase = if flags & SMALL != 0 { 0x20u8 } else { 0 };
+    let locase = flags & SMALL != 0;
     let need_pfx = flags & SPECIAL != 0 && base != 10;
     let is_zero = num == 0;
     if flags & LEFT != 0 {
@@ -271,93 +273,68 @@ pub(crate) fn number(out: &mut String, num: u64, base: u8, flags: u8, width: i32
             field_width -= 1;
         }
     }
-    let mut tmp = [0u8; 24];
-    let mut n = 0usize;
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    let b = base as u64;
-    loop {
-        let d = (num % b) as usize;
-        tmp[n] = DIGITS[d] | if d >= 10 { locase } else { 0 };
-        n += 1;
-        num /= b;
-        if num == 0 {
-            break;
-        }
-    }
-    if n as i32 > precision {
-        precision = n as i32;
+    let digits = match base {
+        16 => Digits::hex(num, !locase),
+        8 => Digits::oct(num),
+        _ => Digits::dec(num),
+    };
+    let n = digits.len() as i32;
+    if n > precision {
+        precision = n;
     }
     field_width -= precision;
-    let pad = |out: &mut String, c: char, count: i32| {
-        for _ in 0..count.max(0) {
-            out.push(c);
-        }
-    };
+    let count = |c: i32| c.max(0) as usize;
+    let mut w = AsciiWriter::new(out);
     if flags & (ZEROPAD | LEFT) == 0 {
-        pad(out, ' ', field_width);
+        w.repeat(b' ', count(field_width));
         field_width = field_width.min(0);
     }
     if sign != 0 {
-        out.push(sign as char);
+        w.byte(sign);
     }
     if need_pfx {
         if base == 16 || !is_zero {
-            out.push('0');
+            w.byte(b'0');
         }
         if base == 16 {
-            out.push((b'X' | locase) as char);
+            w.byte(if locase { b'x' } else { b'X' });
         }
     }
     if flags & LEFT == 0 {
-        pad(out, if flags & ZEROPAD != 0 { '0' } else { ' ' }, field_width);
+        w.repeat(if flags & ZEROPAD != 0 { b'0' } else { b' ' }, count(field_width));
         field_width = field_width.min(0);
     }
-    pad(out, '0', precision - n as i32);
-    for &d in tmp[..n].iter().rev() {
-        out.push(d as char);
-    }
-    pad(out, ' ', field_width);
+    w.repeat(b'0', count(precision - n));
+    w.bytes(digits.as_bytes());
+    w.repeat(b' ', count(field_width));
 }
 
 /// Decimal `u64`, no padding (the common case, kept branch-light).
 #[inline]
-pub(crate) fn push_dec(out: &mut String, mut v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut n = tmp.len();
-    loop {
-        n -= 1;
-        tmp[n] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    // SAFETY-free: ASCII digits are valid UTF-8.
-    out.push_str(std::str::from_utf8(&tmp[n..]).unwrap_or("?"));
+pub(crate) fn push_dec(out: &mut String, v: u64) {
+    push_ascii(out, Digits::dec(v).as_bytes());
 }
 
 /// Lowercase hex, no padding.
+#[inline]
 pub(crate) fn push_hex(out: &mut String, v: u64) {
-    number(out, v, 16, SMALL, -1, -1);
+    push_ascii(out, Digits::hex(v, false).as_bytes());
 }
 
 /// `%02x` of a byte.
+#[inline]
 pub(crate) fn push_hex2(out: &mut String, b: u8, upper: bool) {
     const L: &[u8; 16] = b"0123456789abcdef";
     const U: &[u8; 16] = b"0123456789ABCDEF";
     let t = if upper { U } else { L };
-    out.push(t[(b >> 4) as usize] as char);
-    out.push(t[(b & 15) as usize] as char);
+    push_ascii(out, &[t[(b >> 4) as usize], t[(b & 15) as usize]]);
 }
 
 /// Append raw bytes: as text when they are UTF-8, else with U+FFFD for invalid sequences
 /// (the kernel writes the bytes; a `String` cannot hold them).
 #[inline]
 pub(crate) fn push_bytes(out: &mut String, b: &[u8]) {
-    match std::str::from_utf8(b) {
-        Ok(s) => out.push_str(s),
-        Err(_) => out.push_str(&String::from_utf8_lossy(b)),
-    }
+    push_ascii(out, b);
 }
 
 /// Pad the text appended since byte `start` to `width` (the kernel's `widen_string`), after
@@ -376,7 +353,7 @@ pub(crate) fn widen(out: &mut String, start: usize, flags: u8, width: i32, prec:
     }
     let spaces = (width - len) as usize;
     if flags & LEFT != 0 {
-        out.extend(std::iter::repeat(' ').take(spaces));
+        AsciiWriter::new(out).repeat(b' ', spaces);
     } else {
         out.insert_str(start, &" ".repeat(spaces));
     }
