@@ -154,6 +154,24 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
     let cap = inst.capture(outs, &CaptureConfig::default())?;
     let t0 = Instant::now();
     session::start(&inst, &mut child)?;
+    if !args.quiet {
+        let what = match (&child, traced_pids.is_empty()) {
+            (Some(c), _) => format!("command pid {} and its children", c.pid()),
+            (None, false) => format!("pids {traced_pids:?}"),
+            (None, true) => "all processes".to_string(),
+        };
+        let name = if inst.name().is_empty() {
+            "top level".to_string()
+        } else {
+            format!("instances/{}", inst.name())
+        };
+        eprintln!(
+            "tp: recording {} events of {what} in {name} into {}{}",
+            events.len(),
+            args.output.display(),
+            if child.is_none() { " (Ctrl-C to stop)" } else { "" }
+        );
+    }
     let live = !args.quiet && process::is_tty(2);
     let mut status = status::Status::new(live, cpus.len());
     let mut waiter = Waiter {

@@ -171,6 +171,7 @@ impl Tracefs {
     pub fn header_page(&self) -> Result<HeaderPage> {
         let t = self.header_page_text()?;
         HeaderPage::parse(&t)
+            .or_else(|m| header_page_fields(&t).ok_or(m))
             .map_err(|m| Error::Parse { path: self.path("events/header_page"), message: m })
     }
 

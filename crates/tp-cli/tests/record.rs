@@ -1,0 +1,459 @@
+//! `tp record` on the running kernel (needs root and tracefs; CI runs as root; fails loudly
+//! without them). Counting uses `trace-cmd report` (installed by CI) on tp's files, which
+//! also checks interop. The workload is this test binary itself: run with
+//! `TP_TEST_GETPPID=N` its `helper_getppid` test calls getppid() exactly N times.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TP: &str = env!("CARGO_BIN_EXE_tp");
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+fn require_tracefs() {
+    assert!(
+        Path::new(TRACEFS).join("instances").is_dir(),
+        "these tests need root and tracefs at {TRACEFS} (CI runs as root)"
+    );
+}
+
+/// Not a real test: the workload, active only when TP_TEST_GETPPID is set.
+/// With TP_TEST_WAIT=1 it first prints its pid and waits for a line on stdin.
+#[test]
+fn helper_getppid() {
+    let Ok(n) = std::env::var("TP_TEST_GETPPID") else { return };
+    let n: usize = n.parse().unwrap();
+    if std::env::var("TP_TEST_WAIT").is_ok() {
+        // Straight to fd 1: println! inside a test is captured by the harness.
+        let mut o = std::io::stdout();
+        o.write_all(format!("pid {}\n", std::process::id()).as_bytes()).unwrap();
+        o.flush().unwrap();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+    }
+    for _ in 0..n {
+        // SAFETY: getppid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
+    std::process::exit(0);
+}
+
+fn helper_cmd(n: usize) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    vec![
+        "env".into(),
+        format!("TP_TEST_GETPPID={n}"),
+        exe.to_string_lossy().into_owned(),
+        "--exact".into(),
+        "helper_getppid".into(),
+        "--test-threads=1".into(),
+        "-q".into(),
+    ]
+}
+
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let p = std::env::temp_dir().join(format!("tp-record-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tp(args: &[&str]) -> Output {
+    Command::new(TP).args(args).stdin(Stdio::null()).output().unwrap()
+}
+
+fn report_lines(file: &Path) -> Vec<String> {
+    let out = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(file)
+        .output()
+        .expect("trace-cmd is installed");
+    assert!(
+        out.status.success(),
+        "trace-cmd report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("cpus=") && !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `comm-pid [cpu] ts: name: text` -> (pid, name, text).
+fn parse_line(l: &str) -> Option<(i32, String, String)> {
+    let (head, rest) = l.split_once(": ")?;
+    let task = head.split_whitespace().next()?;
+    let pid = task.rsplit_once('-')?.1.parse().ok()?;
+    let (name, text) = rest.split_once(':')?;
+    Some((pid, name.trim().to_string(), text.trim().to_string()))
+}
+
+fn count_getppid(lines: &[String], pid: Option<i32>) -> usize {
+    lines
+        .iter()
+        .filter_map(|l| parse_line(l))
+        .filter(|(p, n, t)| {
+            n == "sys_enter" && t.starts_with("NR 110 ") && pid.map_or(true, |x| x == *p)
+        })
+        .count()
+}
+
+fn events_in_summary(stderr: &str) -> u64 {
+    let l = stderr.lines().find(|l| l.contains(" events, ")).expect("summary line");
+    l.trim_start_matches("tp: ").split_whitespace().next().unwrap().parse().unwrap()
+}
+
+fn our_instances() -> Vec<String> {
+    std::fs::read_dir(Path::new(TRACEFS).join("instances"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn command_yields_exactly_n_getppid_events() {
+    require_tracefs();
+    let t = Tmp::new("cmd");
+    let out_file = t.file("t.dat");
+    let mut args =
+        vec!["record", "-e", "raw_syscalls:sys_enter", "-o", out_file.to_str().unwrap(), "--"];
+    let cmd = helper_cmd(7777);
+    args.extend(cmd.iter().map(String::as_str));
+    let out = tp(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("no events lost"), "{stderr}");
+    let lines = report_lines(&out_file);
+    assert_eq!(count_getppid(&lines, None), 7777, "{stderr}");
+    // Every event rendered: as many lines as tp recorded.
+    assert_eq!(lines.len() as u64, events_in_summary(&stderr));
+    // Only the command's process: env execs the test binary, which runs the helper in a
+    // thread, so at most two tids.
+    let pids: std::collections::BTreeSet<i32> =
+        lines.iter().filter_map(|l| parse_line(l)).map(|p| p.0).collect();
+    assert!(pids.len() <= 2, "{pids:?}");
+}
+
+#[test]
+fn command_exit_status_becomes_tps() {
+    require_tracefs();
+    let t = Tmp::new("exit");
+    let f = t.file("t.dat");
+    let out = tp(&[
+        "record",
+        "-q",
+        "-e",
+        "sched:sched_process_exit",
+        "-o",
+        f.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+    let out =
+        tp(&["record", "-q", "-e", "sched", "-o", f.to_str().unwrap(), "--", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/command"));
+}
+
+/// Start tp in the background, wait until it says it is recording.
+fn spawn_tp(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut child =
+        Command::new(TP).args(args).stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "tp exited before recording");
+        if line.contains("tp: recording") {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+    }
+    (child, err)
+}
+
+fn rest(mut err: BufReader<std::process::ChildStderr>) -> String {
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut err, &mut s).unwrap();
+    s
+}
+
+#[test]
+fn pid_yields_exactly_n_getppid_events() {
+    require_tracefs();
+    let t = Tmp::new("pid");
+    let f = t.file("t.dat");
+    let exe = std::env::current_exe().unwrap();
+    let mut helper = Command::new(exe)
+        .args(["--exact", "helper_getppid", "--test-threads=1", "-q", "--nocapture"])
+        .env("TP_TEST_GETPPID", "5555")
+        .env("TP_TEST_WAIT", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(helper.stdout.take().unwrap());
+    let pid: i32 = loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "helper exited early");
+        if let Some(p) = line.trim().strip_prefix("pid ") {
+            break p.parse().unwrap();
+        }
+    };
+    let (mut tpc, err) = spawn_tp(&[
+        "record",
+        "-e",
+        "raw_syscalls:sys_enter",
+        "-p",
+        &pid.to_string(),
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    helper.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(helper.wait().unwrap().success());
+    // tp notices the pid is gone and stops by itself.
+    let st = tpc.wait().unwrap();
+    let stderr = rest(err);
+    assert!(st.success(), "{stderr}");
+    assert!(stderr.contains("traced processes exited"), "{stderr}");
+    let lines = report_lines(&f);
+    assert_eq!(count_getppid(&lines, None), 5555, "{stderr}");
+}
+
+#[test]
+fn filters_narrow_as_the_kernel_says() {
+    require_tracefs();
+    let t = Tmp::new("filter");
+    let f = t.file("t.dat");
+    let mut args = vec![
+        "record",
+        "-e",
+        "raw_syscalls:sys_enter",
+        "-f",
+        "id == 110",
+        "-e",
+        "sched:sched_process_exit",
+        "-o",
+        f.to_str().unwrap(),
+        "--",
+    ];
+    let cmd = helper_cmd(321);
+    args.extend(cmd.iter().map(String::as_str));
+    let out = tp(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = report_lines(&f);
+    let parsed: Vec<_> = lines.iter().filter_map(|l| parse_line(l)).collect();
+    let enters: Vec<_> = parsed.iter().filter(|p| p.1 == "sys_enter").collect();
+    assert_eq!(enters.len(), 321);
+    assert!(enters.iter().all(|p| p.2.starts_with("NR 110 ")));
+    // The filter applies to the preceding -e only.
+    assert!(parsed.iter().any(|p| p.1 == "sched_process_exit"));
+    // A filter the kernel rejects: its error_log message is shown, nothing is left behind.
+    let c = Command::new(TP)
+        .args([
+            "record",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-f",
+            "no_such_field == 1",
+            "-o",
+            f.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("tp-{}", c.id());
+    let out = c.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("rejected filter") && stderr.contains("Field not found"), "{stderr}");
+    assert!(!our_instances().contains(&name), "{name} left behind");
+}
+
+fn events_in_file(f: &Path) -> Vec<String> {
+    let out = Command::new("trace-cmd").args(["report", "--events", "-i"]).arg(f).output().unwrap();
+    let mut sys = String::new();
+    let mut v = Vec::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(s) = l.strip_prefix("system: ") {
+            sys = s.trim().to_string();
+        } else if let Some(n) = l.strip_prefix("name: ") {
+            if sys != "ftrace" {
+                v.push(format!("{sys}:{}", n.trim()));
+            }
+        }
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn globs_select_what_tp_list_says() {
+    require_tracefs();
+    let t = Tmp::new("glob");
+    for glob in ["sched:sched_*", "timer", "syscalls:sys_enter_openat"] {
+        let f = t.file("g.dat");
+        // v6: `trace-cmd report --events` lists the formats of v6 files only.
+        let out = tp(&[
+            "record",
+            "-q",
+            "-e",
+            glob,
+            "--file-version",
+            "6",
+            "--compress",
+            "none",
+            "-o",
+            f.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert!(out.status.success(), "{glob}: {}", String::from_utf8_lossy(&out.stderr));
+        let list = tp(&["list", glob]);
+        let mut want: Vec<String> =
+            String::from_utf8_lossy(&list.stdout).lines().map(str::to_string).collect();
+        want.sort();
+        assert!(!want.is_empty());
+        assert_eq!(events_in_file(&f), want, "{glob}");
+    }
+}
+
+struct TopLevel(Vec<(String, String)>);
+
+fn top_level() -> TopLevel {
+    let files = [
+        "tracing_on",
+        "set_event",
+        "set_event_pid",
+        "buffer_size_kb",
+        "trace_clock",
+        "options/event-fork",
+        "options/record-tgid",
+        "current_tracer",
+    ];
+    TopLevel(
+        files
+            .iter()
+            .map(|f| (f.to_string(), std::fs::read_to_string(Path::new(TRACEFS).join(f)).unwrap()))
+            .collect(),
+    )
+}
+
+fn assert_state_restored(before: &TopLevel, name: &str) {
+    assert!(
+        !Path::new(TRACEFS).join("instances").join(name).exists(),
+        "instance {name} left behind"
+    );
+    let now = top_level();
+    for ((f, a), (_, b)) in before.0.iter().zip(&now.0) {
+        assert_eq!(a, b, "top-level {f} changed");
+    }
+}
+
+fn stop_with(sig: i32) {
+    require_tracefs();
+    let t = Tmp::new(&format!("sig{sig}"));
+    let f = t.file("t.dat");
+    let before = top_level();
+    let (mut c, err) =
+        spawn_tp(&["record", "-e", "sched", "-e", "raw_syscalls", "-o", f.to_str().unwrap()]);
+    let name = format!("tp-{}", c.id());
+    assert!(Path::new(TRACEFS).join("instances").join(&name).exists());
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: plain kill of our own child.
+    unsafe { libc::kill(c.id() as i32, sig) };
+    let st = c.wait().unwrap();
+    let stderr = rest(err);
+    assert!(st.success(), "{stderr}");
+    assert!(f.exists());
+    assert!(!report_lines(&f).is_empty());
+    assert_state_restored(&before, &name);
+}
+
+#[test]
+fn sigint_stops_writes_and_restores() {
+    stop_with(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_stops_writes_and_restores() {
+    stop_with(libc::SIGTERM);
+}
+
+#[test]
+fn sigkill_leaves_a_stale_instance_the_next_run_removes() {
+    require_tracefs();
+    let t = Tmp::new("kill");
+    let f = t.file("t.dat");
+    let before = top_level();
+    let (mut c, _err) = spawn_tp(&["record", "-e", "sched", "-o", f.to_str().unwrap()]);
+    let name = format!("tp-{}", c.id());
+    c.kill().unwrap();
+    c.wait().unwrap();
+    assert!(Path::new(TRACEFS).join("instances").join(&name).exists());
+    let out =
+        tp(&["record", "-e", "sched:sched_process_exit", "-o", f.to_str().unwrap(), "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("removed stale instance instances/{name}")), "{stderr}");
+    assert_state_restored(&before, &name);
+}
+
+#[test]
+fn trace_cmd_reads_every_flavour() {
+    require_tracefs();
+    let t = Tmp::new("interop");
+    for (ver, comp) in [("7", "zstd"), ("7", "none"), ("6", "none")] {
+        let f = t.file(&format!("v{ver}-{comp}.dat"));
+        let mut args = vec![
+            "record",
+            "-e",
+            "raw_syscalls",
+            "-e",
+            "sched",
+            "--file-version",
+            ver,
+            "--compress",
+            comp,
+            "-o",
+            f.to_str().unwrap(),
+            "--",
+        ];
+        let cmd = helper_cmd(2000);
+        args.extend(cmd.iter().map(String::as_str));
+        let out = tp(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "v{ver} {comp}: {stderr}");
+        let lines = report_lines(&f);
+        assert_eq!(lines.len() as u64, events_in_summary(&stderr), "v{ver} {comp}");
+        assert_eq!(count_getppid(&lines, None), 2000, "v{ver} {comp}");
+        assert!(lines.iter().all(|l| !l.contains("[LOST")), "v{ver} {comp}");
+    }
+    let bad =
+        tp(&["record", "-e", "sched", "--file-version", "6", "--compress", "zstd", "--", "true"]);
+    assert!(!bad.status.success());
+}
