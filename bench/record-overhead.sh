@@ -10,6 +10,9 @@
 #   alone   no tracing
 #   floor   raw_syscalls enabled into a large private instance (tp-<pid>, 512 MiB per CPU),
 #           nobody reading: the kernel's own cost of writing the events
+#   floor+pid  the same plus set_event_pid = the load's pid and options/event-fork, which is
+#           how tp restricts a recording to `-- COMMAND` and its children (the load is
+#           started behind a fifo so the pid is set before it runs)
 #   tp      tp record -e raw_syscalls -- LOAD   (default settings)
 #   perf    perf record -e 'raw_syscalls:*' -- LOAD
 # For each: loop time, ratio to the floor, events lost, and the recorder's own CPU time.
@@ -45,13 +48,25 @@ ns_of() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
 run_alone() { "$work/load" "$CALLS" > "$work/out"; ns_of "$work/out"; }
 
 run_floor() {
+  local with_pid=$1
   mkdir "$inst"
   echo 0 > "$inst/tracing_on"
   echo 524288 > "$inst/buffer_size_kb"
   echo mono > "$inst/trace_clock"
   echo 1 > "$inst/events/raw_syscalls/enable"
-  echo 1 > "$inst/tracing_on"
-  "$work/load" "$CALLS" > "$work/out"
+  if [ "$with_pid" = 1 ]; then
+    rm -f "$work/gate"; mkfifo "$work/gate"
+    ( read -r _ < "$work/gate"; exec "$work/load" "$CALLS" > "$work/out" ) &
+    local p=$!
+    echo "$p" > "$inst/set_event_pid"
+    echo 1 > "$inst/options/event-fork"
+    echo 1 > "$inst/tracing_on"
+    echo go > "$work/gate"
+    wait "$p"
+  else
+    echo 1 > "$inst/tracing_on"
+    "$work/load" "$CALLS" > "$work/out"
+  fi
   echo 0 > "$inst/tracing_on"
   local lost=0 n
   for s in "$inst"/per_cpu/cpu*/stats; do
@@ -59,6 +74,7 @@ run_floor() {
     lost=$((lost + n))
   done
   echo > "$inst/set_event"
+  echo > "$inst/set_event_pid"
   rmdir "$inst"
   echo "$(ns_of "$work/out") $lost -"
 }
@@ -79,7 +95,7 @@ run_perf() {
     perf record -q -o "$work/perf.data" -e 'raw_syscalls:*' -- "$work/load" "$CALLS" > "$work/out" 2> "$work/perf.err" || true
   # Lost = events the workload made that perf did not record (2 per call).
   local got lost cpu
-  got=$(perf script -i "$work/perf.data" -F comm 2>/dev/null | grep -c '^ *load$' || true)
+  got=$(perf script -i "$work/perf.data" -F comm 2>/dev/null | awk '$1 == "load"' | wc -l)
   lost=$((2 * CALLS - got))
   [ "$lost" -lt 0 ] && lost=0
   cpu=$(awk '{printf "%.2f", $1 + $2}' "$work/perf.time")
@@ -89,13 +105,14 @@ run_perf() {
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 declare -A T_NS LOST CPU
-configs="alone floor tp"
+configs="alone floor floor+pid tp"
 [ $have_perf = 1 ] && configs="$configs perf"
 for r in $(seq "$ROUNDS"); do
   for c in $configs; do
     case $c in
       alone) line="$(run_alone) 0 -" ;;
-      floor) line=$(run_floor) ;;
+      floor) line=$(run_floor 0) ;;
+      floor+pid) line=$(run_floor 1) ;;
       tp) line=$(run_tp) ;;
       perf) line=$(run_perf) ;;
     esac
@@ -108,10 +125,10 @@ done
 
 floor_ns=$(echo ${T_NS[floor]} | tr ' ' '\n' | median)
 echo "syscall-load $CALLS getppid() calls, $ROUNDS rounds (median loop time; lost and recorder CPU per round)"
-printf "%-6s %12s %9s  %-24s %s\n" config loop_ms vs_floor lost recorder_cpu_s
+printf "%-9s %10s %9s  %-20s %s\n" config loop_ms vs_floor lost recorder_cpu_s
 for c in $configs; do
   ns=$(echo ${T_NS[$c]} | tr ' ' '\n' | median)
-  printf "%-6s %12.1f %8.3fx  %-24s %s\n" "$c" "$(echo "$ns / 1000000" | bc -l)" \
+  printf "%-9s %10.1f %8.3fx  %-20s %s\n" "$c" "$(echo "$ns / 1000000" | bc -l)" \
     "$(echo "$ns / $floor_ns" | bc -l)" "$(echo ${LOST[$c]} | tr ' ' ',')" "$(echo ${CPU[$c]} | tr ' ' ',')"
 done
 [ $have_perf = 1 ] || echo "perf: not installed (Debian linux-perf); skipped"
