@@ -151,8 +151,10 @@ impl Renderer {
         let c = self.common(data).unwrap_or(Common { id: 0, flags: 0, preempt_count: 0, pid: 0 });
         let cols = self.options.columns;
         let tgid = if cols.tgid { self.tables.cmdlines.tgid(c.pid) } else { None };
+        let task = self.tables.cmdlines.task_column(c.pid);
         let ctx = Context {
-            comm: self.tables.cmdlines.comm(c.pid),
+            // Only needed when the task column is not kept for this pid.
+            comm: if task.is_some() { "" } else { self.tables.cmdlines.comm(c.pid) },
             pid: c.pid,
             tgid,
             cpu,
@@ -160,7 +162,12 @@ impl Renderer {
             preempt_count: c.preempt_count,
             ts,
         };
-        text::write_context(out, &ctx, cols, self.options.ts_in_ns);
+        match task {
+            Some(task) => {
+                text::write_context_with_task(out, task, &ctx, cols, self.options.ts_in_ns)
+            }
+            None => text::write_context(out, &ctx, cols, self.options.ts_in_ns),
+        }
     }
 
     /// The event's part of the line (`name: text`), without newline.

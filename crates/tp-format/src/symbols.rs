@@ -298,8 +298,30 @@ fn unescape_c(s: &str) -> String {
 /// pid -> comm (`saved_cmdlines`: `1234 bash`) and pid -> tgid (`saved_tgids`: `1234 1230`).
 #[derive(Debug, Clone, Default)]
 pub struct Cmdlines {
-    comms: HashMap<i32, String, PidHash>,
+    comms: HashMap<i32, Comm, PidHash>,
     tgids: HashMap<i32, i32, PidHash>,
+}
+
+/// A known task's comm, with its task column (`%16s-%-7d `) formatted once.
+#[derive(Debug, Clone)]
+struct Comm {
+    /// The column; the comm is `column[comm]`.
+    column: Box<str>,
+    comm: std::ops::Range<usize>,
+}
+
+impl Comm {
+    fn new(pid: i32, comm: &str) -> Comm {
+        let column = crate::text::task_column(comm, pid);
+        // The column is the comm right-aligned in 16 characters, then `-pid`.
+        let chars = if comm.is_ascii() { comm.len() } else { comm.chars().count() };
+        let start = 16usize.saturating_sub(chars);
+        Comm { comm: start..start + comm.len(), column: column.into_boxed_str() }
+    }
+
+    fn comm(&self) -> &str {
+        &self.column[self.comm.clone()]
+    }
 }
 
 /// Pids are looked up once per printed line: a cheap mixing hash instead of SipHash. The
@@ -341,7 +363,7 @@ impl Cmdlines {
         for line in text.lines() {
             if let Some((pid, comm)) = line.split_once(' ') {
                 if let Ok(pid) = pid.trim().parse() {
-                    self.comms.insert(pid, comm.to_string());
+                    self.comms.insert(pid, Comm::new(pid, comm));
                 }
             }
         }
@@ -359,7 +381,7 @@ impl Cmdlines {
     }
 
     pub fn insert(&mut self, pid: i32, comm: &str) {
-        self.comms.insert(pid, comm.to_string());
+        self.comms.insert(pid, Comm::new(pid, comm));
     }
 
     /// The comm the kernel would print for `pid`: `<idle>` for 0, `<...>` when unknown.
@@ -367,11 +389,20 @@ impl Cmdlines {
         if pid == 0 {
             return "<idle>";
         }
-        self.comms.get(&pid).map(String::as_str).unwrap_or("<...>")
+        self.comms.get(&pid).map(Comm::comm).unwrap_or("<...>")
     }
 
     pub fn known(&self, pid: i32) -> Option<&str> {
-        self.comms.get(&pid).map(String::as_str)
+        self.comms.get(&pid).map(Comm::comm)
+    }
+
+    /// The task column (`%16s-%-7d `, see [`crate::text::task_column`]) of a pid whose comm
+    /// is known (not pid 0, which prints `<idle>`).
+    pub fn task_column(&self, pid: i32) -> Option<&str> {
+        if pid == 0 {
+            return None;
+        }
+        self.comms.get(&pid).map(|c| &*c.column)
     }
 
     pub fn tgid(&self, pid: i32) -> Option<i32> {
@@ -380,7 +411,7 @@ impl Cmdlines {
 
     /// Iterate pid -> comm (unordered).
     pub fn iter(&self) -> impl Iterator<Item = (i32, &str)> {
-        self.comms.iter().map(|(p, c)| (*p, c.as_str()))
+        self.comms.iter().map(|(p, c)| (*p, c.comm()))
     }
 
     pub fn tgids(&self) -> impl Iterator<Item = (i32, i32)> + '_ {

@@ -91,19 +91,49 @@ pub struct Context<'a> {
 pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns: bool) {
     // The whole prefix is collected on the stack and appended in one copy.
     let mut w = AsciiWriter::new(out);
+    task(&mut w, c.comm, c.pid);
+    after_task(&mut w, c, cols, ts_in_ns);
+}
+
+/// As [`write_context`], with the task column given as [`task_column`] formats it (renderers
+/// keep it per pid); `c.comm` and `c.pid` are not used.
+pub fn write_context_with_task(
+    out: &mut String,
+    task: &str,
+    c: &Context<'_>,
+    cols: Columns,
+    ts_in_ns: bool,
+) {
+    let mut w = AsciiWriter::new(out);
+    w.str(task);
+    after_task(&mut w, c, cols, ts_in_ns);
+}
+
+/// The task column, `%16s-%-7d ` of comm and pid.
+pub fn task_column(comm: &str, pid: i32) -> String {
+    let mut s = String::new();
+    task(&mut AsciiWriter::new(&mut s), comm, pid);
+    s
+}
+
+fn task(w: &mut AsciiWriter<'_>, comm: &str, pid: i32) {
     // "%16s-%-7d "
     // Comms are ASCII in practice; count chars only when they are not.
-    let n = if c.comm.is_ascii() { c.comm.len() } else { c.comm.chars().count() };
+    let n = if comm.is_ascii() { comm.len() } else { comm.chars().count() };
     w.repeat(b' ', 16usize.saturating_sub(n));
-    w.str(c.comm);
+    w.str(comm);
     w.byte(b'-');
-    let pid = Digits::signed(c.pid as i64);
+    let pid = Digits::signed(pid as i64);
     if pid.neg {
         w.byte(b'-');
     }
     w.bytes(pid.as_bytes());
     w.repeat(b' ', 7usize.saturating_sub(pid.len()));
     w.byte(b' ');
+}
+
+/// The columns after the task: TGID, CPU, flags, time.
+fn after_task(w: &mut AsciiWriter<'_>, c: &Context<'_>, cols: Columns, ts_in_ns: bool) {
     if cols.tgid {
         match c.tgid {
             Some(t) if t != 0 => {
@@ -128,7 +158,7 @@ pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns:
     if cols.irq_info {
         w.bytes(&lat_fmt(c.flags, c.preempt_count));
     }
-    timestamp(&mut w, c.ts, ts_in_ns);
+    timestamp(w, c.ts, ts_in_ns);
     w.bytes(b": ");
 }
 
@@ -198,9 +228,7 @@ fn timestamp(w: &mut AsciiWriter<'_>, ts: u64, ts_in_ns: bool) {
     w.repeat(b' ', 5usize.saturating_sub(secs.len()));
     w.bytes(secs.as_bytes());
     w.byte(b'.');
-    let frac = Digits::unsigned(usecs % 1_000_000);
-    w.repeat(b'0', 6 - frac.len());
-    w.bytes(frac.as_bytes());
+    w.bytes(&ascii::Digits::six((usecs % 1_000_000) as u32));
 }
 
 /// `CPU:N [LOST M EVENTS]`, printed before the first event after a gap; an unknown count

@@ -129,6 +129,14 @@ impl Digits {
         Digits { buf, start: i }
     }
 
+    /// Exactly six decimal digits of `v` (< 1,000,000), zero-padded: the microseconds.
+    #[inline]
+    pub(crate) fn six(v: u32) -> [u8; 6] {
+        let v = v % 1_000_000;
+        let (a, b, c) = ((v / 10_000) as usize, (v / 100 % 100) as usize, (v % 100) as usize);
+        [DEC2[2 * a], DEC2[2 * a + 1], DEC2[2 * b], DEC2[2 * b + 1], DEC2[2 * c], DEC2[2 * c + 1]]
+    }
+
     /// Hexadecimal digits of `v`, lower case unless `upper`.
     #[inline]
     pub(crate) fn hex(mut v: u64, upper: bool) -> Digits {
@@ -184,6 +192,9 @@ mod tests {
             assert_eq!(Digits::hex(v, true).as_bytes(), format!("{v:X}").as_bytes());
             assert_eq!(Digits::oct(v).as_bytes(), format!("{v:o}").as_bytes());
         }
+        assert_eq!(&Digits::six(0), b"000000");
+        assert_eq!(&Digits::six(70_503), b"070503");
+        assert_eq!(&Digits::six(999_999), b"999999");
         let mut s = String::from("x");
         {
             let mut w = AsciiWriter::new(&mut s);

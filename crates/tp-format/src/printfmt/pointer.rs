@@ -1,5 +1,6 @@
 //! `%p` and its extensions, as lib/vsprintf.c prints them.
 
+use super::ascii::push_ascii;
 use super::printf::{self, number, push_dec, push_hex2, PtrExt, SMALL, ZEROPAD};
 use super::render::{Env, Val, BAD};
 use super::RenderCtx;
@@ -15,6 +16,15 @@ pub(crate) fn render(
 ) {
     let _ = env;
     match (ext, v) {
+        (PtrExt::Raw, Val::Int(p, _)) if width < 0 && flags == 0 && ctx.long_size == 8 => {
+            // The common case: 16 zero-padded lower-case digits.
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let mut b = [0u8; 16];
+            for (i, d) in b.iter_mut().enumerate() {
+                *d = HEX[(p >> (60 - 4 * i)) as usize & 15];
+            }
+            push_ascii(out, &b);
+        }
         (PtrExt::Raw, Val::Int(p, _)) => {
             // pointer_string(): 2 * sizeof(void *) zero-padded digits unless a width is given.
             let (w, f) = if width < 0 {
