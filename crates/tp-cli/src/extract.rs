@@ -1,8 +1,107 @@
-//! Not implemented yet (issue 3).
+//! `tp extract [-B NAME] -o FILE`: write a tracefs buffer's current contents to a trace.dat
+//! file without changing any setting (like `trace-cmd extract`). Reading `trace_pipe_raw`
+//! consumes the pages, as any reader does; nothing else in tracefs is written.
 
-#[derive(clap::Args)]
-pub struct Args {}
+use std::path::PathBuf;
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+use anyhow::{Context, Result};
+use tp_tracefs::{Instance, Tracefs};
+
+use crate::record::output;
+use crate::record::Compression;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The instance to extract (default: the top-level buffer).
+    #[arg(short = 'B', long = "instance", value_name = "NAME")]
+    pub instance: Option<String>,
+    /// Output file.
+    #[arg(short = 'o', long = "output", default_value = "trace.dat")]
+    pub output: PathBuf,
+    /// Compression of the trace.dat sections (version 7 only).
+    #[arg(long, value_enum, default_value = "zstd")]
+    pub compress: Compression,
+    /// trace.dat version.
+    #[arg(long = "file-version", default_value = "7", value_parser = clap::value_parser!(u32).range(6..=7))]
+    pub file_version: u32,
+    /// No summary.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+pub fn run(args: Args) -> Result<i32> {
+    let tfs = Tracefs::discover()?;
+    if let Ok(removed) = tp_tracefs::remove_stale(&tfs) {
+        for name in removed {
+            eprintln!("tp: removed stale instance instances/{name} (its tp process is gone)");
+        }
+    }
+    let inst = match &args.instance {
+        Some(n) => Instance::open(&tfs, n)?,
+        None => Instance::top(&tfs),
+    };
+    let t0 = std::time::Instant::now();
+    let dir = args.output.with_file_name(format!(
+        ".{}.tp-{}.d",
+        args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = extract(&args, &tfs, &inst, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (bytes, nevents, lost, meta) = result?;
+    if !args.quiet {
+        let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
+        eprintln!(
+            "tp: extracted {} ({} pages, {nevents} events) from {} in {:.2}s -> {}",
+            crate::record::human(bytes),
+            bytes / meta.page_size.max(1) as u64,
+            if inst.name().is_empty() {
+                "the top-level buffer".to_string()
+            } else {
+                format!("instances/{}", inst.name())
+            },
+            t0.elapsed().as_secs_f64(),
+            args.output.display()
+        );
+        if total_lost > 0 {
+            eprintln!("tp: LOST EVENTS: {total_lost} (overwritten before they were read)");
+        }
+    }
+    Ok(0)
+}
+
+type Extracted = (u64, u64, Vec<output::Lost>, output::Metadata);
+
+fn extract(
+    args: &Args,
+    tfs: &Tracefs,
+    inst: &Instance,
+    dir: &std::path::Path,
+) -> Result<Extracted> {
+    let cpus = inst.cpus()?;
+    // A buffer holds at most its size; a little more allows for pages written meanwhile.
+    let cap = inst.buffer_size_kb().unwrap_or(1 << 20) * 1024 * 2 + (1 << 20);
+    let before: u64 = inst.all_stats()?.iter().map(|s| s.read_events).sum();
+    let mut files = Vec::new();
+    let mut bytes = 0;
+    for &cpu in &cpus {
+        let p = dir.join(format!("cpu{cpu}"));
+        let mut f =
+            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+        bytes += inst.drain_cpu_to(cpu, &mut f, cap)?;
+        files.push((cpu, p));
+    }
+    let stats = inst.all_stats()?;
+    let nevents = stats.iter().map(|s| s.read_events).sum::<u64>().saturating_sub(before);
+    // Formats of every event: the buffer may hold events enabled earlier and disabled since.
+    let events = tfs.available_events()?;
+    let meta = output::Metadata::collect(tfs, inst, &events, stats)?;
+    let lost = output::lost_events(&meta, &files)?;
+    let opts = output::WriteOptions {
+        version: args.file_version,
+        compress: args.compress == Compression::Zstd && args.file_version >= 7,
+    };
+    output::write_tracedat(&args.output, &meta, &files, &opts)?;
+    Ok((bytes, nevents, lost, meta))
 }

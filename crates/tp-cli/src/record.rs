@@ -18,6 +18,8 @@ pub mod output;
 pub mod session;
 mod status;
 
+pub use status::human;
+
 use session::{Selection, Settings, Target};
 
 /// Per-CPU ring buffer size tp uses unless `-b` says otherwise (see the README's "Recording

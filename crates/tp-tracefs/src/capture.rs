@@ -104,6 +104,27 @@ impl Instance {
         Ok(out)
     }
 
+    /// Move the pages now in one CPU's buffer into `out` (nonblocking reads, partly filled
+    /// page included), at most `max_bytes` (so a buffer still being written cannot keep
+    /// this going forever). Returns the bytes written.
+    pub fn drain_cpu_to(&self, cpu: u32, out: &mut File, max_bytes: u64) -> Result<u64> {
+        let path = self.raw_path(cpu);
+        let raw = sys::open_read(&path, true)?;
+        let page = sys::page_size();
+        let mut buf = vec![0u8; page];
+        let mut total = 0u64;
+        while total < max_bytes {
+            match sys::read_fd(raw.as_raw_fd(), &mut buf, &path)? {
+                Io::Bytes(n) => {
+                    sys::write_all_fd(out.as_raw_fd(), &buf[..n], Path::new("(extract output)"))?;
+                    total += n as u64;
+                }
+                _ => break,
+            }
+        }
+        Ok(total)
+    }
+
     /// Open one CPU's `trace_pipe_raw` for page-by-page reading (e.g. live streaming).
     pub fn raw_reader(&self, cpu: u32) -> Result<RawReader<'_>> {
         let path = self.raw_path(cpu);
