@@ -3,6 +3,7 @@
 //! and the pid -> comm map (`saved_cmdlines`) plus pid -> tgid (`saved_tgids`).
 
 use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 /// One kernel symbol.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,10 +16,25 @@ pub struct Symbol {
 
 /// Kernel symbols sorted by address, for `%ps`, `%pS`, `%pB`.
 ///
-/// Names live in one string (a kernel has a few hundred thousand symbols: one allocation
-/// each would dominate opening a trace).
-#[derive(Debug, Clone, Default)]
+/// [`Kallsyms::parse`] keeps the text and builds the table on first use, so opening a trace
+/// does not pay for it (and a renderer thread does, off the reading thread's path). Names
+/// live in one string: a kernel has a few hundred thousand symbols, and one allocation each
+/// would dominate.
+#[derive(Debug, Default)]
 pub struct Kallsyms {
+    /// kallsyms text not parsed yet (taken by the first lookup).
+    pending: Mutex<String>,
+    table: OnceLock<Table>,
+}
+
+impl Clone for Kallsyms {
+    fn clone(&self) -> Kallsyms {
+        Kallsyms { pending: Mutex::default(), table: OnceLock::from(self.table().clone()) }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Table {
     /// Every symbol name, concatenated.
     names: String,
     /// Module names, each once.
@@ -32,7 +48,7 @@ pub struct Kallsyms {
     /// A coarse index over `addrs` so a lookup searches a few entries instead of all.
     buckets: Buckets,
     /// [`Kallsyms::symbols`], built on first use.
-    owned: std::sync::OnceLock<Vec<Symbol>>,
+    owned: OnceLock<Vec<Symbol>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -115,24 +131,9 @@ pub struct Resolved<'a> {
 }
 
 impl Kallsyms {
-    /// Parse `/proc/kallsyms` text: `ffffffff81000000 T _text` or `... t name\t[module]`.
-    /// Lines that do not parse are skipped (kallsyms has no malformed lines the kernel cares
-    /// about, and a damaged table should degrade to hex addresses, not fail a report).
+    /// `/proc/kallsyms` text (see [`parse_table`]); parsed on the first lookup.
     pub fn parse(text: &str) -> Kallsyms {
-        let mut b = Builder::default();
-        for line in text.lines() {
-            let mut it = line.split_whitespace();
-            let (Some(addr), Some(_kind), Some(name)) = (it.next(), it.next(), it.next()) else {
-                continue;
-            };
-            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
-            if addr == 0 {
-                continue;
-            }
-            let module = it.next().map(|m| m.trim_start_matches('[').trim_end_matches(']'));
-            b.push(addr, name, module);
-        }
-        b.finish()
+        Kallsyms { pending: Mutex::new(text.to_string()), table: OnceLock::new() }
     }
 
     pub fn from_symbols(syms: Vec<Symbol>) -> Kallsyms {
@@ -140,27 +141,53 @@ impl Kallsyms {
         for s in &syms {
             b.push(s.addr, &s.name, s.module.as_deref());
         }
-        b.finish()
+        Kallsyms { pending: Mutex::default(), table: OnceLock::from(b.finish()) }
+    }
+
+    fn table(&self) -> &Table {
+        self.table.get_or_init(|| {
+            // A panic while parsing cannot leave the text half-taken: it is taken whole.
+            let text = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+            parse_table(&text)
+        })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.table().entries.is_empty()
     }
 
     /// Every symbol, by address (built on the first call).
     pub fn symbols(&self) -> &[Symbol] {
-        self.owned.get_or_init(|| {
-            self.entries
+        let t = self.table();
+        t.owned.get_or_init(|| {
+            t.entries
                 .iter()
                 .map(|e| Symbol {
                     addr: e.addr,
-                    name: self.name(e).to_string(),
-                    module: self.module(e).map(str::to_string),
+                    name: t.name(e).to_string(),
+                    module: t.module(e).map(str::to_string),
                 })
                 .collect()
         })
     }
 
+    /// The symbol containing `addr`: the last one at or below it. The size runs to the next
+    /// symbol at a higher address (0 for the last symbol).
+    #[inline]
+    pub fn resolve(&self, addr: u64) -> Option<Resolved<'_>> {
+        let t = self.table();
+        let i = t.buckets.count_le(&t.addrs, addr).checked_sub(1)?;
+        let e = &t.entries[t.first[i] as usize];
+        Some(Resolved {
+            name: t.name(e),
+            module: t.module(e),
+            offset: addr - e.addr,
+            size: t.addrs.get(i + 1).map_or(0, |n| n - e.addr),
+        })
+    }
+}
+
+impl Table {
     fn name(&self, e: &Entry) -> &str {
         &self.names[e.name as usize..(e.name + e.len) as usize]
     }
@@ -168,20 +195,26 @@ impl Kallsyms {
     fn module(&self, e: &Entry) -> Option<&str> {
         self.modules.get(e.module as usize).map(String::as_str)
     }
+}
 
-    /// The symbol containing `addr`: the last one at or below it. The size runs to the next
-    /// symbol at a higher address (0 for the last symbol).
-    #[inline]
-    pub fn resolve(&self, addr: u64) -> Option<Resolved<'_>> {
-        let i = self.buckets.count_le(&self.addrs, addr).checked_sub(1)?;
-        let e = &self.entries[self.first[i] as usize];
-        Some(Resolved {
-            name: self.name(e),
-            module: self.module(e),
-            offset: addr - e.addr,
-            size: self.addrs.get(i + 1).map_or(0, |n| n - e.addr),
-        })
+/// `ffffffff81000000 T _text` or `... t name\t[module]` lines. Lines that do not parse are
+/// skipped (kallsyms has no malformed lines the kernel cares about, and a damaged table
+/// should degrade to hex addresses, not fail a report).
+fn parse_table(text: &str) -> Table {
+    let mut b = Builder::default();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(addr), Some(_kind), Some(name)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+        if addr == 0 {
+            continue;
+        }
+        let module = it.next().map(|m| m.trim_start_matches('[').trim_end_matches(']'));
+        b.push(addr, name, module);
     }
+    b.finish()
 }
 
 /// Collects symbols into a [`Kallsyms`].
@@ -219,7 +252,7 @@ impl Builder {
         self.entries.push(Entry { addr, name: start, len, module });
     }
 
-    fn finish(self) -> Kallsyms {
+    fn finish(self) -> Table {
         let Builder { names, modules, mut entries, .. } = self;
         // Stable: of several names at one address, kallsyms order decides which prints.
         entries.sort_by_key(|e| e.addr);
@@ -232,7 +265,7 @@ impl Builder {
             }
         }
         let buckets = Buckets::new(&addrs);
-        Kallsyms { names, modules, entries, addrs, first, buckets, owned: Default::default() }
+        Table { names, modules, entries, addrs, first, buckets, owned: OnceLock::new() }
     }
 }
 
