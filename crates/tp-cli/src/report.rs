@@ -136,7 +136,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         if !args.json && !args.no_header {
             // The kernel counts what is in the buffer and adds what was overwritten.
             // Saved stats are read after the capture drained the buffer, so count the file.
-            let entries = count::count_events(&dat, b)?;
+            let entries = std::thread::scope(|s| {
+                // Meanwhile another core builds the symbol table the renderers will need.
+                s.spawn(|| renderer.tables.kallsyms.is_empty());
+                count::count_events(&dat, b)
+            })?;
             let written = entries + stats_overrun(&dat.cpustats, &dat.buffers[b].name);
             let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[b].cpus.len());
             text::write_header(&mut out.buf, entries, written, ncpus, options.columns);

@@ -1,11 +1,13 @@
 //! Decoding and rendering on several threads. The calling thread merges the CPUs' records
 //! and copies the wanted ones into numbered batches (one flat byte buffer per batch);
-//! workers (one per core, up to [`MAX_WORKERS`]) take batches, render them, and write them
-//! to stdout in batch order. Batches travel through a bounded channel and come back empty
-//! for reuse, so memory is a few batches per worker whatever the file's size.
+//! workers (one per extra core, up to [`MAX_WORKERS`]) take batches, render them, and write
+//! them to stdout in batch order. When the workers are behind (the queue is full), the
+//! calling thread renders the batch itself, so every core renders and none waits. Batches
+//! travel through a bounded channel and come back empty for reuse, so memory is a few
+//! batches per thread whatever the file's size.
 
 use std::io::Write;
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 
 use tp_format::render::Renderer;
@@ -66,16 +68,20 @@ impl Batch {
 /// The workers stopped (a write failed); the error comes from [`run`].
 pub struct Closed;
 
-/// The producer's end: collects entries into batches and hands full ones to the worker.
-pub struct Feed {
+/// The producer's end: collects entries into batches and hands full ones to the workers
+/// (or renders them itself when the workers are behind).
+pub struct Feed<'a> {
     tx: SyncSender<Job>,
     free: Receiver<Batch>,
     cur: Batch,
     /// Sequence number of `cur`.
     seq: u64,
+    shared: &'a Shared<'a>,
+    /// Rendering state for the batches this thread renders.
+    own: Rendered,
 }
 
-impl Feed {
+impl Feed<'_> {
     /// A record (`ts` already adjusted) to render.
     pub fn event(&mut self, cpu: u32, ts: u64, data: &[u8]) -> Result<(), Closed> {
         let start = self.cur.data.len() as u32;
@@ -107,44 +113,63 @@ impl Feed {
     fn send(&mut self) -> Result<(), Closed> {
         let next = self.free.try_recv().unwrap_or_default();
         let batch = std::mem::replace(&mut self.cur, next);
-        self.tx.send(Job { seq: self.seq, batch }).map_err(|_| Closed)?;
+        let job = Job { seq: self.seq, batch };
         self.seq += 1;
-        Ok(())
+        match self.tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(mut job)) => {
+                // The workers are behind: render this one here.
+                let written = self.shared.render_and_write(&mut self.own, &job);
+                job.batch.clear();
+                self.cur = job.batch;
+                written.map_err(|_| Closed)
+            }
+            Err(TrySendError::Disconnected(_)) => Err(Closed),
+        }
     }
 }
 
 /// Run `produce` on this thread, feeding workers that render in `mode` and write to
 /// stdout in batch order (stdout is theirs until this returns). `input` names the file in
-/// error messages. Returns what `produce` returned, or a worker's write error.
+/// error messages. Returns what `produce` returned, or a write error.
 pub fn run<T>(
     renderer: &Renderer,
     mode: Mode,
     input: &str,
-    produce: impl FnOnce(&mut Feed) -> Result<T, Closed>,
+    produce: impl FnOnce(&mut Feed<'_>) -> Result<T, Closed>,
 ) -> anyhow::Result<Option<T>> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_WORKERS);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = (cores - 1).clamp(1, MAX_WORKERS);
     let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
     // Shared by the workers only: when they have all stopped, sending fails.
     let jobs = Arc::new(Mutex::new(rx));
     let (back_tx, free) = mpsc::channel::<Batch>();
-    let turn = Turn::default();
+    let shared = Shared { renderer, mode, input, turn: Turn::default() };
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
-                let (jobs, back, turn) = (jobs.clone(), back_tx.clone(), &turn);
-                s.spawn(move || work(renderer, mode, input, &jobs, turn, &back))
+                let (jobs, back, shared) = (jobs.clone(), back_tx.clone(), &shared);
+                s.spawn(move || shared.work(&jobs, &back))
             })
             .collect();
         drop((jobs, back_tx));
-        let mut feed = Feed { tx, free, cur: Batch::default(), seq: 0 };
+        let mut feed = Feed {
+            tx,
+            free,
+            cur: Batch::default(),
+            seq: 0,
+            shared: &shared,
+            own: Rendered::default(),
+        };
         let mut produced = produce(&mut feed);
         if produced.is_ok() && !feed.cur.entries.is_empty() {
             if let Err(c) = feed.send() {
                 produced = Err(c);
             }
         }
+        let own_error = feed.own.error.take();
         drop(feed); // closes the channel: the workers finish and return
-        let mut result = Ok(());
+        let mut result = own_error.map_or(Ok(()), Err);
         for h in handles {
             let written = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             if result.is_ok() {
@@ -153,7 +178,7 @@ pub fn run<T>(
         }
         result?;
         std::io::stdout().flush()?;
-        // `Closed` without a worker error cannot happen; treat it as "nothing more".
+        // `Closed` without a write error cannot happen; treat it as "nothing more".
         Ok(produced.ok())
     })
 }
@@ -174,42 +199,78 @@ struct Turn {
     cv: Condvar,
 }
 
-fn work(
-    r: &Renderer,
+impl Turn {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, bool)> {
+        // The state stays consistent even if a holder panicked (the panic is re-raised).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What every rendering thread uses.
+struct Shared<'a> {
+    renderer: &'a Renderer,
     mode: Mode,
-    input: &str,
-    jobs: &Mutex<Receiver<Job>>,
-    turn: &Turn,
-    back: &mpsc::Sender<Batch>,
-) -> std::io::Result<()> {
-    let mut out = String::new();
-    // Decoding errors: (bytes of `out` written before it, message).
-    let mut errors = Vec::new();
-    loop {
-        // Poisoning only follows a panic elsewhere, which the caller re-raises.
-        let job = jobs.lock().map_err(|_| std::io::Error::other("worker panicked"))?.recv();
-        let Ok(Job { seq, mut batch }) = job else { return Ok(()) };
-        out.clear();
-        errors.clear();
-        render_batch(r, mode, &batch, &mut out, &mut errors);
-        batch.clear();
-        let _ = back.send(batch);
-        let mut state = turn.state.lock().map_err(|_| std::io::Error::other("worker panicked"))?;
-        while state.0 != seq && !state.1 {
-            state = turn.cv.wait(state).map_err(|_| std::io::Error::other("worker panicked"))?;
+    input: &'a str,
+    turn: Turn,
+}
+
+/// One thread's rendering buffers.
+#[derive(Default)]
+struct Rendered {
+    out: String,
+    /// Decoding errors: (bytes of `out` written before it, message).
+    errors: Vec<(usize, String)>,
+    /// This thread's write error, if its write failed.
+    error: Option<std::io::Error>,
+}
+
+impl Shared<'_> {
+    /// A worker: render and write jobs until the channel closes or a write fails.
+    fn work(&self, jobs: &Mutex<Receiver<Job>>, back: &mpsc::Sender<Batch>) -> std::io::Result<()> {
+        let mut own = Rendered::default();
+        loop {
+            // Poisoning only follows a panic elsewhere, which the caller re-raises.
+            let job = jobs.lock().map_err(|_| std::io::Error::other("worker panicked"))?.recv();
+            let Ok(mut job) = job else { return Ok(()) };
+            let written = self.render_and_write(&mut own, &job);
+            job.batch.clear();
+            let _ = back.send(job.batch);
+            if written.is_err() {
+                return own.error.take().map_or(Ok(()), Err);
+            }
+        }
+    }
+
+    /// Render `job`, wait for its turn, write it. `Err(())` when this or another thread's
+    /// write failed (this thread's error is left in `own.error`).
+    fn render_and_write(&self, own: &mut Rendered, job: &Job) -> Result<(), ()> {
+        own.out.clear();
+        own.errors.clear();
+        render_batch(self.renderer, self.mode, &job.batch, &mut own.out, &mut own.errors);
+        let turn = &self.turn;
+        let mut state = turn.lock();
+        while state.0 != job.seq && !state.1 {
+            state = turn.cv.wait(state).unwrap_or_else(|e| e.into_inner());
         }
         if state.1 {
-            return Ok(()); // the worker whose write failed reports it
+            return Err(()); // the thread whose write failed reports it
         }
         drop(state);
-        let written = write_batch(&out, &errors, input);
-        let mut state = turn.state.lock().map_err(|_| std::io::Error::other("worker panicked"))?;
+        let written = write_batch(&own.out, &own.errors, self.input);
+        let mut state = turn.lock();
         match written {
             Ok(()) => state.0 += 1,
-            Err(_) => state.1 = true,
+            Err(e) => {
+                state.1 = true;
+                own.error = Some(e);
+            }
         }
         turn.cv.notify_all();
-        written?;
+        if state.1 {
+            Err(())
+        } else {
+            Ok(())
+        }
     }
 }
 
