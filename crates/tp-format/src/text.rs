@@ -104,6 +104,11 @@ pub fn write_context_with_task(
     cols: Columns,
     ts_in_ns: bool,
 ) {
+    if let Some(rest) = common_columns(c, cols, ts_in_ns) {
+        out.push_str(task);
+        push_ascii(out, &rest);
+        return;
+    }
     let mut w = AsciiWriter::new(out);
     w.str(task);
     after_task(&mut w, c, cols, ts_in_ns);
@@ -130,6 +135,37 @@ fn task(w: &mut AsciiWriter<'_>, comm: &str, pid: i32) {
     w.bytes(pid.as_bytes());
     w.repeat(b' ', 7usize.saturating_sub(pid.len()));
     w.byte(b' ');
+}
+
+/// The columns after the task in the usual case (no TGID column, flags shown, nanosecond
+/// clock, CPU below 1000, under 100000 seconds) at fixed positions:
+/// `[001] d..2.   324.220955: `. `None` otherwise.
+fn common_columns(c: &Context<'_>, cols: Columns, ts_in_ns: bool) -> Option<[u8; 26]> {
+    let usecs = c.ts.saturating_add(500) / 1000;
+    let secs = usecs / 1_000_000;
+    if cols.tgid || !cols.irq_info || !ts_in_ns || c.cpu >= 1000 || secs >= 100_000 {
+        return None;
+    }
+    let mut b = *b"[000] ..... 00000.000000: ";
+    let cpu = c.cpu as usize;
+    b[1] = b'0' + (cpu / 100) as u8;
+    b[2] = b'0' + (cpu / 10 % 10) as u8;
+    b[3] = b'0' + (cpu % 10) as u8;
+    b[6..11].copy_from_slice(&lat_fmt(c.flags, c.preempt_count));
+    // `%5lu`: right-aligned seconds.
+    let mut v = secs;
+    let mut i = 16;
+    loop {
+        b[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+        i -= 1;
+    }
+    b[12..i].fill(b' ');
+    b[18..24].copy_from_slice(&ascii::Digits::six((usecs % 1_000_000) as u32));
+    Some(b)
 }
 
 /// The columns after the task: TGID, CPU, flags, time.
@@ -338,6 +374,42 @@ mod tests {
         };
         write_context(&mut s, &c, Columns { tgid: true, irq_info: true }, true);
         assert_eq!(s, "            bash-24400   (  24400) [001] d..2.   324.221012: ");
+    }
+
+    #[test]
+    fn cached_task_column_gives_the_same_line() {
+        let cols = [
+            Columns::default(),
+            Columns { tgid: true, irq_info: true },
+            Columns { tgid: false, irq_info: false },
+        ];
+        for (pid, comm) in [(1970, "bash"), (7, "a-very-long-comm-name"), (-3, "é"), (0, "<idle>")]
+        {
+            for cpu in [0, 7, 42, 999, 1000, 4096] {
+                for ts in [0, 499, 500, 56_079_472_000, 99_999_999_999_499, 99_999_999_999_500] {
+                    for (flags, pc) in [(0, 0), (0x9d, 0x21)] {
+                        for &cols in &cols {
+                            for ns in [true, false] {
+                                let c = Context {
+                                    comm,
+                                    pid,
+                                    tgid: Some(12),
+                                    cpu,
+                                    flags,
+                                    preempt_count: pc,
+                                    ts,
+                                };
+                                let (mut a, mut b) = (String::new(), String::new());
+                                write_context(&mut a, &c, cols, ns);
+                                let task = task_column(comm, pid);
+                                write_context_with_task(&mut b, &task, &c, cols, ns);
+                                assert_eq!(a, b);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
