@@ -46,7 +46,7 @@ pub fn run(args: Args) -> Result<i32> {
         args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         std::process::id()
     ));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = extract(&args, &tfs, &inst, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let (bytes, nevents, lost, meta) = result?;

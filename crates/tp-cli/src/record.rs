@@ -24,8 +24,14 @@ use session::{Selection, Settings, Target};
 
 /// Per-CPU ring buffer size tp uses unless `-b` says otherwise (see the README's "Recording
 /// defaults"): large enough that a reader woken at half full never falls behind a
-/// syscall-heavy workload.
+/// syscall-heavy workload, capped so that all CPUs together use at most
+/// [`DEFAULT_BUFFER_TOTAL_KB`] (and never less than 4 MiB per CPU).
 pub const DEFAULT_BUFFER_KB: u64 = 32 * 1024;
+pub const DEFAULT_BUFFER_TOTAL_KB: u64 = 1024 * 1024;
+
+fn default_buffer_kb(ncpus: usize) -> u64 {
+    (DEFAULT_BUFFER_TOTAL_KB / ncpus.max(1) as u64).clamp(4 * 1024, DEFAULT_BUFFER_KB)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
@@ -156,6 +162,10 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
     let cap = inst.capture(outs, &CaptureConfig::default())?;
     let t0 = Instant::now();
     session::start(&inst, &mut child)?;
+    if std::env::var_os("TP_TEST_PANIC_WHILE_RECORDING").is_some() {
+        // For the state tests: the instance must go on a panic's unwinding too.
+        panic!("TP_TEST_PANIC_WHILE_RECORDING is set");
+    }
     if !args.quiet {
         let what = match (&child, traced_pids.is_empty()) {
             (Some(c), _) => format!("command pid {} and its children", c.pid()),
@@ -312,7 +322,7 @@ impl TempPages {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "trace.dat".into());
         let dir = parent.join(format!(".{name}.tp-{}.d", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(TempPages { dir })
     }
 

@@ -457,3 +457,74 @@ fn trace_cmd_reads_every_flavour() {
         tp(&["record", "-e", "sched", "--file-version", "6", "--compress", "zstd", "--", "true"]);
     assert!(!bad.status.success());
 }
+
+#[test]
+fn error_and_panic_paths_remove_the_instance() {
+    require_tracefs();
+    let before = top_level();
+    // Error after the instance exists: the output directory does not exist.
+    let c = Command::new(TP)
+        .args(["record", "-e", "sched", "-o", "/nonexistent-dir/t.dat", "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("tp-{}", c.id());
+    let out = c.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-dir"));
+    assert_state_restored(&before, &name);
+    // A panic while recording, with a command running.
+    let t = Tmp::new("panic");
+    let f = t.file("t.dat");
+    let c = Command::new(TP)
+        .args([
+            "record",
+            "-e",
+            "sched",
+            "-e",
+            "raw_syscalls",
+            "-o",
+            f.to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.2",
+        ])
+        .env("TP_TEST_PANIC_WHILE_RECORDING", "1")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("tp-{}", c.id());
+    let out = c.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(101), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_state_restored(&before, &name);
+}
+
+#[test]
+fn lost_events_are_never_silent() {
+    require_tracefs();
+    let t = Tmp::new("lost");
+    let f = t.file("t.dat");
+    // A tiny buffer (8 KiB per CPU) against 200,000 syscalls: events may be lost; if any
+    // are, tp says so, and what it kept plus what it reports lost covers all of them.
+    let n = 200_000;
+    let mut args =
+        vec!["record", "-b", "8", "-e", "raw_syscalls:sys_enter", "-o", f.to_str().unwrap(), "--"];
+    let cmd = helper_cmd(n);
+    args.extend(cmd.iter().map(String::as_str));
+    let out = tp(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines = report_lines(&f);
+    let got = count_getppid(&lines, None);
+    if got < n {
+        let lost: u64 = stderr
+            .lines()
+            .find_map(|l| l.split("LOST EVENTS: ").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{} events missing but no loss reported: {stderr}", n - got));
+        assert!(got as u64 + lost >= n as u64, "kept {got} + lost {lost} < {n}: {stderr}");
+    } else {
+        assert!(stderr.contains("no events lost"), "{stderr}");
+    }
+}

@@ -79,6 +79,7 @@ impl GatedChild {
         let (gate_r, gate_w) = sys::pipe(0)?;
         let (err_r, err_w) = sys::pipe(0)?;
         let (gr, ew) = (gate_r.as_raw_fd(), err_w.as_raw_fd());
+        let (gw, er) = (gate_w.as_raw_fd(), err_r.as_raw_fd());
         // SAFETY: fork in a possibly multithreaded process: the child below only calls
         // async-signal-safe functions (sigprocmask, read, execv, write, _exit) on memory
         // prepared before the fork.
@@ -95,6 +96,10 @@ impl GatedChild {
                 for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD, libc::SIGPIPE] {
                     libc::signal(s, libc::SIG_DFL);
                 }
+                // Our copies of the parent's ends: with them open, the gate would never
+                // report EOF when the parent goes away.
+                libc::close(gw);
+                libc::close(er);
                 let mut b = 0u8;
                 loop {
                     let r = libc::read(gr, (&mut b as *mut u8).cast(), 1);
