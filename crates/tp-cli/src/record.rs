@@ -143,8 +143,12 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
     }
     // Signals first: a Ctrl-C during setup must still clean up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
-    let buffer_kb =
-        args.buffer_kb.or(if args.instance.is_none() { Some(DEFAULT_BUFFER_KB) } else { None });
+    let ncpus = tp_tracefs::sys::cpu_count();
+    let buffer_kb = args.buffer_kb.or(if args.instance.is_none() {
+        Some(default_buffer_kb(ncpus))
+    } else {
+        None
+    });
     let settings = Settings {
         selections,
         target: target_of(args),
