@@ -327,7 +327,7 @@ impl Digits {
 
 /// Append a decimal unsigned integer without going through `fmt`.
 pub fn push_u64(out: &mut String, v: u64) {
-    push_ascii(out, ascii::Digits::dec(v).as_bytes());
+    out.push_str(ascii::Digits::dec(v).as_str());
 }
 
 /// Append a decimal signed integer.

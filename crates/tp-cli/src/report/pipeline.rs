@@ -6,6 +6,7 @@
 //! travel through a bounded channel and come back empty for reuse, so memory is a few
 //! batches per thread whatever the file's size.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
@@ -77,8 +78,6 @@ pub struct Feed<'a> {
     /// Sequence number of `cur`.
     seq: u64,
     shared: &'a Shared<'a>,
-    /// Rendering state for the batches this thread renders.
-    own: Rendered,
 }
 
 impl Feed<'_> {
@@ -118,11 +117,13 @@ impl Feed<'_> {
         match self.tx.try_send(job) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(mut job)) => {
-                // The workers are behind: render this one here.
-                let written = self.shared.render_and_write(&mut self.own, &job);
+                // The workers are behind: render this one here (once the batches rendered
+                // ahead are few enough, so memory stays bounded).
+                self.shared.order.wait_for_room();
+                let rendered = self.shared.render(&job);
                 job.batch.clear();
                 self.cur = job.batch;
-                written.map_err(|_| Closed)
+                rendered.map_err(|_| Closed)
             }
             Err(TrySendError::Disconnected(_)) => Err(Closed),
         }
@@ -144,7 +145,7 @@ pub fn run<T>(
     // Shared by the workers only: when they have all stopped, sending fails.
     let jobs = Arc::new(Mutex::new(rx));
     let (back_tx, free) = mpsc::channel::<Batch>();
-    let shared = Shared { renderer, mode, input, turn: Turn::default() };
+    let shared = Shared { renderer, mode, input, order: Order::default() };
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -153,30 +154,20 @@ pub fn run<T>(
             })
             .collect();
         drop((jobs, back_tx));
-        let mut feed = Feed {
-            tx,
-            free,
-            cur: Batch::default(),
-            seq: 0,
-            shared: &shared,
-            own: Rendered::default(),
-        };
+        let mut feed = Feed { tx, free, cur: Batch::default(), seq: 0, shared: &shared };
         let mut produced = produce(&mut feed);
         if produced.is_ok() && !feed.cur.entries.is_empty() {
             if let Err(c) = feed.send() {
                 produced = Err(c);
             }
         }
-        let own_error = feed.own.error.take();
         drop(feed); // closes the channel: the workers finish and return
-        let mut result = own_error.map_or(Ok(()), Err);
         for h in handles {
-            let written = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            if result.is_ok() {
-                result = written;
-            }
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         }
-        result?;
+        if let Some(e) = shared.order.lock().error.take() {
+            return Err(e.into());
+        }
         std::io::stdout().flush()?;
         // `Closed` without a write error cannot happen; treat it as "nothing more".
         Ok(produced.ok())
@@ -191,18 +182,83 @@ struct Job {
     batch: Batch,
 }
 
-/// Whose turn it is to write (batches are written in `seq` order), and whether a write
-/// failed (then every worker stops).
+/// Rendered batches waiting to be written in sequence order. Whichever thread finishes
+/// the next batch to be written writes it, and every ready one after it: no thread waits
+/// for another to render.
 #[derive(Default)]
-struct Turn {
-    state: Mutex<(u64, bool)>,
-    cv: Condvar,
+struct Order {
+    state: Mutex<OrderState>,
+    /// Signalled after each write (a thread rendering ahead waits for room).
+    written: Condvar,
 }
 
-impl Turn {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, bool)> {
+#[derive(Default)]
+struct OrderState {
+    /// Sequence number of the next batch to write.
+    next: u64,
+    ready: BTreeMap<u64, Rendered>,
+    /// Rendering buffers to reuse.
+    spare: Vec<Rendered>,
+    /// A thread is writing (the others leave their batches in `ready`).
+    writing: bool,
+    /// The first write error: every thread stops.
+    error: Option<std::io::Error>,
+}
+
+/// Batches rendered ahead of the one being written, at most (besides one per thread).
+const MAX_READY: usize = 4;
+
+impl Order {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OrderState> {
         // The state stays consistent even if a holder panicked (the panic is re-raised).
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spare(&self) -> Rendered {
+        self.lock().spare.pop().unwrap_or_default()
+    }
+
+    fn wait_for_room(&self) {
+        let mut st = self.lock();
+        while st.ready.len() >= MAX_READY && st.error.is_none() {
+            st = self.written.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Hand over batch `seq`, and write what is in order if no one else is writing.
+    /// `Err(())` once a write has failed.
+    fn finish(&self, seq: u64, rendered: Rendered, input: &str) -> Result<(), ()> {
+        let mut st = self.lock();
+        if st.error.is_some() {
+            return Err(());
+        }
+        st.ready.insert(seq, rendered);
+        if st.writing {
+            return Ok(());
+        }
+        st.writing = true;
+        loop {
+            let next = st.next;
+            let Some(r) = st.ready.remove(&next) else { break };
+            drop(st);
+            let written = write_batch(&r.out, &r.errors, input);
+            st = self.lock();
+            st.spare.push(r);
+            self.written.notify_all();
+            match written {
+                Ok(()) => st.next += 1,
+                Err(e) => {
+                    st.error = Some(e);
+                    break;
+                }
+            }
+        }
+        st.writing = false;
+        if st.error.is_some() {
+            Err(())
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -211,66 +267,41 @@ struct Shared<'a> {
     renderer: &'a Renderer,
     mode: Mode,
     input: &'a str,
-    turn: Turn,
+    order: Order,
 }
 
-/// One thread's rendering buffers.
+/// One batch's text.
 #[derive(Default)]
 struct Rendered {
     out: String,
     /// Decoding errors: (bytes of `out` written before it, message).
     errors: Vec<(usize, String)>,
-    /// This thread's write error, if its write failed.
-    error: Option<std::io::Error>,
 }
 
 impl Shared<'_> {
-    /// A worker: render and write jobs until the channel closes or a write fails.
-    fn work(&self, jobs: &Mutex<Receiver<Job>>, back: &mpsc::Sender<Batch>) -> std::io::Result<()> {
-        let mut own = Rendered::default();
+    /// A worker: render jobs until the channel closes or a write fails.
+    fn work(&self, jobs: &Mutex<Receiver<Job>>, back: &mpsc::Sender<Batch>) {
         loop {
-            // Poisoning only follows a panic elsewhere, which the caller re-raises.
-            let job = jobs.lock().map_err(|_| std::io::Error::other("worker panicked"))?.recv();
-            let Ok(mut job) = job else { return Ok(()) };
-            let written = self.render_and_write(&mut own, &job);
+            // A poisoned lock means another thread panicked; the caller re-raises that.
+            let Ok(rx) = jobs.lock() else { return };
+            let Ok(mut job) = rx.recv() else { return };
+            drop(rx);
+            let rendered = self.render(&job);
             job.batch.clear();
             let _ = back.send(job.batch);
-            if written.is_err() {
-                return own.error.take().map_or(Ok(()), Err);
+            if rendered.is_err() {
+                return;
             }
         }
     }
 
-    /// Render `job`, wait for its turn, write it. `Err(())` when this or another thread's
-    /// write failed (this thread's error is left in `own.error`).
-    fn render_and_write(&self, own: &mut Rendered, job: &Job) -> Result<(), ()> {
-        own.out.clear();
-        own.errors.clear();
-        render_batch(self.renderer, self.mode, &job.batch, &mut own.out, &mut own.errors);
-        let turn = &self.turn;
-        let mut state = turn.lock();
-        while state.0 != job.seq && !state.1 {
-            state = turn.cv.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-        if state.1 {
-            return Err(()); // the thread whose write failed reports it
-        }
-        drop(state);
-        let written = write_batch(&own.out, &own.errors, self.input);
-        let mut state = turn.lock();
-        match written {
-            Ok(()) => state.0 += 1,
-            Err(e) => {
-                state.1 = true;
-                own.error = Some(e);
-            }
-        }
-        turn.cv.notify_all();
-        if state.1 {
-            Err(())
-        } else {
-            Ok(())
-        }
+    /// Render `job` and pass it on to be written in order.
+    fn render(&self, job: &Job) -> Result<(), ()> {
+        let mut r = self.order.spare();
+        r.out.clear();
+        r.errors.clear();
+        render_batch(self.renderer, self.mode, &job.batch, &mut r.out, &mut r.errors);
+        self.order.finish(job.seq, r, self.input)
     }
 }
 

@@ -174,6 +174,14 @@ impl Digits {
         &self.buf[self.start..]
     }
 
+    /// The digits as text, appended without a UTF-8 check.
+    #[inline]
+    pub(crate) fn as_str(&self) -> &str {
+        // SAFETY: `buf[start..]` is only ever written from the ASCII digit tables in this
+        // module (the fields are private), so it is valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(&self.buf[self.start..]) }
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> usize {
         self.buf.len() - self.start

@@ -312,13 +312,13 @@ pub(crate) fn number(out: &mut String, num: u64, base: u8, flags: u8, width: i32
 /// Decimal `u64`, no padding (the common case, kept branch-light).
 #[inline]
 pub(crate) fn push_dec(out: &mut String, v: u64) {
-    push_ascii(out, Digits::dec(v).as_bytes());
+    out.push_str(Digits::dec(v).as_str());
 }
 
 /// Lowercase hex, no padding.
 #[inline]
 pub(crate) fn push_hex(out: &mut String, v: u64) {
-    push_ascii(out, Digits::hex(v, false).as_bytes());
+    out.push_str(Digits::hex(v, false).as_str());
 }
 
 /// `%02x` of a byte.
