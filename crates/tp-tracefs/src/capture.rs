@@ -29,11 +29,19 @@ pub struct CaptureConfig {
     pub pipe_size: usize,
     /// Wake at least this often (ms) to move full pages even when poll has not fired.
     pub poll_interval_ms: i32,
+    /// Keep each CPU's reader off that CPU, so draining never preempts the task producing
+    /// the events there (when the machine has another CPU to run it on).
+    pub avoid_own_cpu: bool,
 }
 
 impl Default for CaptureConfig {
     fn default() -> Self {
-        CaptureConfig { splice: true, pipe_size: 1 << 20, poll_interval_ms: 500 }
+        CaptureConfig {
+            splice: true,
+            pipe_size: 1 << 20,
+            poll_interval_ms: 500,
+            avoid_own_cpu: true,
+        }
     }
 }
 
@@ -217,6 +225,10 @@ fn cpu_loop(
 ) -> Result<CpuCapture> {
     let rfd = raw.as_raw_fd();
     let ofd = out.as_raw_fd();
+    if cfg.avoid_own_cpu {
+        // Best effort: a failure only costs the optimisation.
+        let _ = sys::avoid_cpu(cpu);
+    }
     let mut mover = Mover::new(&cfg, page, &path)?;
     loop {
         let ready = sys::poll_readable(&[rfd, stop_r.as_raw_fd()], cfg.poll_interval_ms)?;

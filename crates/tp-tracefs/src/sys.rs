@@ -328,3 +328,40 @@ pub fn geteuid() -> u32 {
 pub fn fd_path(name: &str) -> PathBuf {
     PathBuf::from(name)
 }
+
+/// Let the calling thread run on every online CPU except `cpu` (no-op when that would leave
+/// none). Returns whether the mask was changed.
+pub fn avoid_cpu(cpu: u32) -> Result<bool> {
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; 0 means the calling thread.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        return Err(Error::sys(
+            "sched_getaffinity",
+            "(capture thread)",
+            io::Error::last_os_error(),
+        ));
+    }
+    let c = cpu as usize;
+    // SAFETY: CPU_ISSET/CPU_CLR/CPU_COUNT read and write only within `set`; `c` is checked
+    // against the set's capacity.
+    unsafe {
+        if c >= 8 * std::mem::size_of::<libc::cpu_set_t>()
+            || !libc::CPU_ISSET(c, &set)
+            || libc::CPU_COUNT(&set) < 2
+        {
+            return Ok(false);
+        }
+        libc::CPU_CLR(c, &mut set);
+    }
+    // SAFETY: as above.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(Error::sys(
+            "sched_setaffinity",
+            "(capture thread)",
+            io::Error::last_os_error(),
+        ));
+    }
+    Ok(true)
+}
