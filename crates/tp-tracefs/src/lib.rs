@@ -47,6 +47,17 @@
 //! `-B NAME`, [`Instance::top`]) are never removed; every setting changed through them is
 //! restored on drop instead.
 //!
+//! Other readers: [`Instance::drain_cpu_to`] (bounded drain into a file, for `tp extract`)
+//! and [`Instance::raw_reader`] + [`poll_readers`] (page by page, for live streaming).
+//!
+//! [`process`] starts a command behind a gate ([`process::GatedChild`]: fork, the child waits
+//! on a pipe; set `set_event_pid` to its pid, turn tracing on, then release it, so tracing is
+//! on before the command's first instruction) and delivers signals through a self-pipe
+//! ([`process::Signals`]).
+//!
+//! Stale instances: `tp-<pid>[-<n>]` whose process is gone are removed by [`remove_stale`],
+//! which tp runs (and reports) at the start of every recording.
+//!
 //! Metadata for trace.dat: [`Tracefs::header_page_text`], [`Tracefs::header_event_text`],
 //! [`Tracefs::event_format_text`], [`Tracefs::ftrace_events`], [`Tracefs::kallsyms`],
 //! [`Tracefs::printk_formats`], [`Tracefs::saved_cmdlines`], [`Tracefs::saved_tgids`],

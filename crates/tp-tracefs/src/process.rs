@@ -60,7 +60,7 @@ pub fn resolve_program(prog: &OsStr) -> Option<PathBuf> {
 }
 
 impl GatedChild {
-    /// Fork a child that waits at a gate, then execs `argv` (argv[0] looked up in PATH).
+    /// Fork a child that waits at a gate, then execs `argv` (`argv[0]` looked up in PATH).
     /// stdin, stdout and stderr are inherited.
     pub fn spawn(argv: &[OsString]) -> Result<GatedChild> {
         let first = argv.first().ok_or_else(|| Error::Other("no command given".into()))?;
