@@ -528,3 +528,62 @@ fn lost_events_are_never_silent() {
         assert!(stderr.contains("no events lost"), "{stderr}");
     }
 }
+
+#[test]
+fn stream_prints_every_event_live() {
+    require_tracefs();
+    let mut args = vec!["stream", "-e", "raw_syscalls:sys_enter", "-f", "id == 110", "--"];
+    let cmd = helper_cmd(1234);
+    args.extend(cmd.iter().map(String::as_str));
+    let out = tp(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let n = text.lines().filter(|l| l.contains(" sys_enter: NR 110 (")).count();
+    assert_eq!(n, 1234);
+    // A closed stdout ends tp quietly and still cleans up.
+    let mut c = Command::new(TP)
+        .args(["stream", "-e", "sched", "-e", "raw_syscalls"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let name = format!("tp-{}", c.id());
+    let mut first = String::new();
+    BufReader::new(c.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    // The reader is dropped here: the pipe closes.
+    let st = c.wait().unwrap();
+    assert!(st.success() || st.code() == Some(0), "{st:?}");
+    assert!(!Path::new(TRACEFS).join("instances").join(name).exists());
+}
+
+#[test]
+fn extract_writes_a_buffer_without_changing_settings() {
+    require_tracefs();
+    let tfs = tp_tracefs::Tracefs::discover().unwrap();
+    let inst = tp_tracefs::Instance::create(&tfs).unwrap();
+    let ev = tp_tracefs::EventId::new("raw_syscalls", "sys_enter");
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    inst.enable(&ev).unwrap();
+    inst.set_filter(&ev, &format!("common_pid == {tid} && id == 110")).unwrap();
+    for _ in 0..4321 {
+        // SAFETY: getppid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
+    let files = [
+        "tracing_on",
+        "set_event",
+        "buffer_size_kb",
+        "trace_clock",
+        "events/raw_syscalls/sys_enter/filter",
+    ];
+    let snap = || files.iter().map(|f| inst.read(f).unwrap()).collect::<Vec<_>>();
+    let before = snap();
+    let t = Tmp::new("extract");
+    let f = t.file("x.dat");
+    let out = tp(&["extract", "-B", inst.name(), "-o", f.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(snap(), before);
+    assert_eq!(count_getppid(&report_lines(&f), Some(tid as i32)), 4321);
+    inst.remove().unwrap();
+}
