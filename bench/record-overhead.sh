@@ -15,7 +15,9 @@
 #           started behind a fifo so the pid is set before it runs)
 #   tp      tp record -e raw_syscalls -- LOAD   (default settings)
 #   perf    perf record -e 'raw_syscalls:*' -- LOAD
-# For each: loop time, ratio to the floor, events lost, and the recorder's own CPU time.
+# For each: loop time, ratio to the floor, events lost, and the recorder's own CPU time
+# (for tp: total, and in parentheses the part spent while recording, before the file is
+# written).
 set -euo pipefail
 CALLS=${1:-2000000}
 ROUNDS=${2:-3}
@@ -86,7 +88,7 @@ run_tp() {
   local lost cpu
   if grep -q "no events lost" "$work/tp.err"; then lost=0; else
     lost=$(sed -n 's/.*LOST EVENTS: \([0-9]*\).*/\1/p' "$work/tp.err"); lost=${lost:-?}; fi
-  cpu=$(sed -n 's/.*recorder CPU \([0-9.]*\)s.*/\1/p' "$work/tp.err")
+  cpu=$(sed -n 's/.*recorder CPU \([0-9.]*\)s.*; \([0-9.]*\)s until.*/\1(\2)/p' "$work/tp.err")
   echo "$(ns_of "$work/out") $lost ${cpu:-?}"
 }
 

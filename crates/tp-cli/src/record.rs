@@ -203,6 +203,8 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
     inst.set_tracing_on(false)?;
     let elapsed = t0.elapsed();
     let per_cpu = cap.finish()?;
+    let (u, s) = process::self_cpu_time();
+    let capture_cpu = u + s;
     status.clear();
     let stats: Vec<CpuStats> = inst.all_stats()?;
     // Restore the default signal dispositions only after the child has been handled.
@@ -235,6 +237,7 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
             &lost,
             stop,
             written.is_ok(),
+            capture_cpu,
         );
     }
     written?;

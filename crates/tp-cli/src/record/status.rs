@@ -83,6 +83,7 @@ pub fn summary(
     lost: &[Lost],
     stop: Stop,
     written: bool,
+    capture_cpu: Duration,
 ) {
     let events: u64 = stats.iter().map(|s| s.read_events + s.entries).sum();
     let why = match stop {
@@ -101,10 +102,12 @@ pub fn summary(
     );
     let (user, sys) = tp_tracefs::process::self_cpu_time();
     eprintln!(
-        "tp: recorder CPU {:.3}s (user {:.3}s, system {:.3}s)",
+        "tp: recorder CPU {:.3}s (user {:.3}s, system {:.3}s; {:.3}s until the recording stopped, \
+         the rest writing the file)",
         (user + sys).as_secs_f64(),
         user.as_secs_f64(),
-        sys.as_secs_f64()
+        sys.as_secs_f64(),
+        capture_cpu.as_secs_f64()
     );
     let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
     let flagged: u64 = lost.iter().map(|l| l.flagged_pages).sum();
