@@ -111,6 +111,9 @@ configs="alone floor floor+pid tp"
 [ $have_perf = 1 ] && configs="$configs perf"
 for r in $(seq "$ROUNDS"); do
   for c in $configs; do
+    # Write back the previous run's files now, not during this measurement.
+    rm -f "$work/tp.dat" "$work/perf.data"
+    sync
     case $c in
       alone) line="$(run_alone) 0 -" ;;
       floor) line=$(run_floor 0) ;;
