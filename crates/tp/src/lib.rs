@@ -27,13 +27,15 @@
 //! trace_request(1, "/", 5_000);
 //! unregister_trace_request(h);
 //!
-//! // Recording (the default sink) into a file:
+//! // Recording (the default sink) into a trace.dat v7 file that `trace-cmd report` reads:
 //! let dir = std::env::temp_dir().join(format!("tp-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
-//! let rec = tp::Recorder::start(dir.join("trace.tp")).unwrap();
+//! let rec = tp::Recorder::start(dir.join("trace.dat")).unwrap();
 //! trace_request(2, "/a", 1_000);
 //! let stats = rec.stop().unwrap();
 //! assert_eq!((stats.events, stats.lost), (1, 0));
+//! let back = tp::read::Recording::open(dir.join("trace.dat")).unwrap();
+//! assert_eq!(back.records.len(), 1);
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 //!
@@ -44,8 +46,10 @@
 //!   (raw records). Read-copy-update keeps the hot path lock-free ([`rcu`]).
 //! - Control: [`enable`], [`disable`], [`set_events`] by glob, and `TP_EVENTS` in the
 //!   environment (read at first use: `TP_EVENTS='myapp:*,other:req_*'`).
-//! - Sinks: the [`Recorder`] (per-thread kernel-format pages, a background thread, one file)
-//!   and the [`TextSink`] (trace_pipe-like lines). [`init_from_env`] starts them from
+//! - Sinks: the [`Recorder`] (per-thread buffers of kernel-format ring-buffer pages,
+//!   CLOCK_MONOTONIC timestamps from the TSC, a background thread, one trace.dat v7 file with
+//!   one stream per thread; full buffers drop and count) and the [`TextSink`]
+//!   (trace_pipe-like lines rendered by `tp_format::printfmt`). [`init_from_env`] starts them from
 //!   `TP_RECORD=path` / `TP_TEXT=stderr|path`.
 
 pub mod clock;

@@ -212,3 +212,56 @@ pub fn synchronize() {
     }
     fence(Ordering::SeqCst);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn synchronize_waits_for_readers_that_started_before_it() {
+        init();
+        let entered = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let (e, r) = (entered.clone(), release.clone());
+        let reader = std::thread::spawn(move || {
+            let rd = Reader::new();
+            rd.lock();
+            rd.lock(); // nested
+            rd.unlock();
+            e.store(true, Ordering::SeqCst);
+            while !r.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            rd.unlock();
+        });
+        while !entered.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let updater = std::thread::spawn(move || {
+            synchronize();
+            d.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!done.load(Ordering::SeqCst), "synchronize returned while a reader was inside");
+        release.store(true, Ordering::SeqCst);
+        updater.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        reader.join().unwrap();
+    }
+
+    #[test]
+    fn own_section_does_not_block_it() {
+        init();
+        crate::ctx::with(|c| {
+            c.reader.lock();
+            // This thread's own section is skipped (it can't end while we wait in it).
+            synchronize();
+            c.reader.unlock();
+        });
+    }
+}

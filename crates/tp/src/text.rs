@@ -73,7 +73,18 @@ impl TextSink {
 
 fn format_line(st: &mut State, ev: &Event<'_>) {
     let site = ev.site;
-    let comm = std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default();
+    thread_local! {
+        static COMM: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    }
+    let comm = COMM
+        .try_with(|c| {
+            c.borrow_mut()
+                .get_or_insert_with(|| {
+                    std::fs::read_to_string("/proc/thread-self/comm").unwrap_or_default()
+                })
+                .clone()
+        })
+        .unwrap_or_default();
     // SAFETY: sched_getcpu takes no arguments.
     let cpu = unsafe { libc::sched_getcpu() }.max(0) as u32;
     let c = Context {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Cost of one user-space tracepoint (int, int, long): tp against LTTng-UST, in one run.
+#
+#   bench/tracepoint-overhead.sh [N] [ROUNDS]     (root; run from anywhere)
+#
+# tp:    crates/tp/examples/overhead.rs, N events disabled then N enabled with the in-process
+#        recorder on (1 thread, then 2 threads: the per-thread cost should stay flat).
+# peer:  ../shared/peers/lttng-ust/run.sh N (LTTng-UST, a real lttng session; needs Debian
+#        lttng-tools liblttng-ust-dev).
+# Each configuration runs ROUNDS times (default 3), interleaved; the median is reported.
+# Wall-clock ns/event is what both programs print. tp also reports its thread CPU time per
+# event (stderr of the example), which leaves out time other processes took the core.
+set -euo pipefail
+N=${1:-10000000}
+ROUNDS=${2:-3}
+root=$(cd "$(dirname "$0")/.." && pwd)
+peer="$root/../shared/peers/lttng-ust/run.sh"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+cargo build -q --release --example overhead -p tp --manifest-path "$root/Cargo.toml"
+ex="$CARGO_TARGET_DIR/release/examples/overhead"
+work=$(mktemp -d /tmp/tp-tpbench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+have_peer=1
+command -v lttng-sessiond >/dev/null || have_peer=0
+
+for r in $(seq "$ROUNDS"); do
+  "$ex" "$N" 1 >"$work/tp1.$r" 2>"$work/tp1.err.$r"
+  "$ex" "$N" 2 >"$work/tp2.$r" 2>"$work/tp2.err.$r"
+  if [ $have_peer = 1 ]; then bash "$peer" "$N" >"$work/lt.$r" 2>/dev/null || have_peer=0; fi
+done
+
+# median of the numbers on lines matching $2 (field $3) across rounds of file prefix $1
+med() {
+  for r in $(seq "$ROUNDS"); do awk -v pat="$2" -v f="$3" '$0 ~ pat { print $f }' "$work/$1.$r"; done |
+    sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else print a[int((NR + 1) / 2)] }'
+}
+cpu() { # median thread-CPU ns/event from the example's stderr: $1 file prefix, $2 disabled|enabled
+  for r in $(seq "$ROUNDS"); do
+    sed -n "s/.*$2 \([0-9.]*\) ns\/event.*/\1/p" "$work/$1.err.$r"
+  done | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+lost() { for r in $(seq "$ROUNDS"); do sed -n 's/.*lost \([0-9]*\),.*/\1/p' "$work/$1.err.$r"; done | paste -sd/ -; }
+
+t1d=$(med tp1 "^tp disabled" 3); t1e=$(med tp1 "^tp enabled" 3)
+t2d=$(med tp2 "^tp disabled" 3); t2e=$(med tp2 "^tp enabled" 3)
+if [ $have_peer = 1 ]; then
+  ld=$(med lt "disabled" 3); le=$(med lt "enabled" 3)
+else
+  ld=nan; le=nan
+fi
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.1fx", a / b }'; }
+
+echo "tracepoint (int, int, long), N=$N per thread, median of $ROUNDS rounds, ns/event (wall clock)"
+printf '%-22s %12s %12s\n' "" disabled enabled
+printf '%-22s %12s %12s\n' "lttng-ust" "$ld" "$le"
+printf '%-22s %12s %12s\n' "tp, 1 thread" "$t1d" "$t1e"
+printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$t2d" "$t2e"
+printf '%-22s %12s %12s\n' "lttng-ust / tp" "$(ratio "$ld" "$t1d")" "$(ratio "$le" "$t1e")"
+printf '%-22s %12s %12s\n' "tp thread CPU, 1 thr" "$(cpu tp1 disabled)" "$(cpu tp1 enabled)"
+printf '%-22s %12s %12s\n' "tp thread CPU, 2 thr" "$(cpu tp2 disabled)" "$(cpu tp2 enabled)"
+echo "tp events lost per round: 1 thread $(lost tp1), 2 threads $(lost tp2)"
+[ $have_peer = 1 ] || echo "(lttng-ust peer not run: install lttng-tools liblttng-ust-dev)"
