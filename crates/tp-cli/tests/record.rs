@@ -587,3 +587,23 @@ fn extract_writes_a_buffer_without_changing_settings() {
     assert_eq!(count_getppid(&report_lines(&f), Some(tid as i32)), 4321);
     inst.remove().unwrap();
 }
+
+#[test]
+fn non_root_is_told_to_run_as_root() {
+    require_tracefs();
+    let t = Tmp::new("nonroot");
+    let exe = t.file("tp");
+    std::fs::copy(TP, &exe).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["record", "-e", "sched", "-o", "/tmp/never-written.dat", "--", "true"])
+        .output()
+        .expect("setpriv (util-linux) is installed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("run as root"), "{stderr}");
+    assert!(!stderr.contains("not mounted"), "{stderr}");
+}

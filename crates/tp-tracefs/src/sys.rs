@@ -55,6 +55,16 @@ fn write_with(path: &Path, data: &[u8], append: bool) -> Result<()> {
     f.write_all(data).map_err(|e| Error::sys("write", path, e))
 }
 
+/// lstat(2) for existence: `Ok(true)` exists, `Ok(false)` does not (ENOENT/ENOTDIR), an
+/// error otherwise (e.g. EACCES: not allowed to look).
+pub fn probe(path: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => Ok(false),
+        Err(e) => Err(Error::sys("stat", path, e)),
+    }
+}
+
 /// Does this path exist (stat succeeds)?
 pub fn exists(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()

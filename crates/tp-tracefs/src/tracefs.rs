@@ -41,7 +41,9 @@ impl Tracefs {
     pub fn discover() -> Result<Tracefs> {
         for p in MOUNT_POINTS {
             let root = PathBuf::from(p);
-            if sys::exists(&root.join("available_events")) || sys::exists(&root.join("events")) {
+            // EACCES here means tracefs may well be mounted but this user may not look:
+            // say "run as root", not "not mounted".
+            if sys::probe(&root.join("events"))? {
                 return Ok(Tracefs { root });
             }
         }
