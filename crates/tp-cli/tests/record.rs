@@ -452,6 +452,14 @@ fn trace_cmd_reads_every_flavour() {
         assert_eq!(lines.len() as u64, events_in_summary(&stderr), "v{ver} {comp}");
         assert_eq!(count_getppid(&lines, None), 2000, "v{ver} {comp}");
         assert!(lines.iter().all(|l| !l.contains("[LOST")), "v{ver} {comp}");
+        // tp report agrees: the same number of events, the same getppid count.
+        let rep = tp(&["report", "-i", f.to_str().unwrap()]);
+        assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+        let text = String::from_utf8_lossy(&rep.stdout);
+        let tp_lines: Vec<&str> =
+            text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+        assert_eq!(tp_lines.len(), lines.len(), "v{ver} {comp}: tp report vs trace-cmd report");
+        assert_eq!(tp_lines.iter().filter(|l| l.contains(" sys_enter: NR 110 (")).count(), 2000);
     }
     let bad =
         tp(&["record", "-e", "sched", "--file-version", "6", "--compress", "zstd", "--", "true"]);
