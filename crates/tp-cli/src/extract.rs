@@ -41,6 +41,13 @@ pub fn run(args: Args) -> Result<i32> {
         None => Instance::top(&tfs),
     };
     let t0 = std::time::Instant::now();
+    if let Some(name) = args.output.file_name() {
+        let parent = match args.output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        crate::record::remove_stale_temp(&parent, &name.to_string_lossy());
+    }
     let dir = args.output.with_file_name(format!(
         ".{}.tp-{}.d",
         args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),

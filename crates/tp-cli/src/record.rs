@@ -313,6 +313,29 @@ impl Waiter<'_> {
     }
 }
 
+/// Remove what a killed tp left beside an output called `name`: `.NAME.tp-PID.d` page
+/// directories and `NAME.tp-PID.tmp` files whose PID is gone. Says what it removed.
+pub fn remove_stale_temp(dir: &Path, name: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for ent in rd.flatten() {
+        let f = ent.file_name().to_string_lossy().into_owned();
+        let pid = f
+            .strip_prefix(&format!(".{name}.tp-"))
+            .and_then(|r| r.strip_suffix(".d"))
+            .or_else(|| f.strip_prefix(&format!("{name}.tp-")).and_then(|r| r.strip_suffix(".tmp")))
+            .and_then(|p| p.parse::<i32>().ok());
+        let Some(pid) = pid else { continue };
+        if pid == std::process::id() as i32 || tp_tracefs::sys::process_alive(pid) {
+            continue;
+        }
+        let p = ent.path();
+        let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        if r.is_ok() {
+            eprintln!("tp: removed {} left by a tp run that was killed (pid {pid})", p.display());
+        }
+    }
+}
+
 /// Per-CPU page files next to the output, removed on drop.
 struct TempPages {
     dir: PathBuf,
@@ -328,6 +351,7 @@ impl TempPages {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "trace.dat".into());
+        remove_stale_temp(&parent, &name);
         let dir = parent.join(format!(".{name}.tp-{}.d", std::process::id()));
         std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(TempPages { dir })

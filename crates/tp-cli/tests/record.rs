@@ -420,6 +420,12 @@ fn sigkill_leaves_a_stale_instance_the_next_run_removes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(&format!("removed stale instance instances/{name}")), "{stderr}");
+    // Its temporary page files beside the output went too.
+    let leftover = std::fs::read_dir(&t.0)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains(".tp-"));
+    assert!(!leftover, "{stderr}");
     assert_state_restored(&before, &name);
 }
 
