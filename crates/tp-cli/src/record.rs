@@ -76,7 +76,8 @@ pub struct Opts {
     /// trace.dat version.
     #[arg(long = "file-version", default_value = "7", value_parser = clap::value_parser!(u32).range(6..=7))]
     pub file_version: u32,
-    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the command ends.
+    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the command
+    /// ends. A command still running then keeps running, untraced.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Use (and restore) an existing instance instead of a private one.
