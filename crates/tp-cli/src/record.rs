@@ -20,7 +20,7 @@ mod status;
 
 pub use status::human;
 
-use session::{Selection, Settings, Target};
+use session::{Selection, Session, Settings, Target};
 
 /// Per-CPU ring buffer size tp uses unless `-b` says otherwise (see the README's "Recording
 /// defaults"): large enough that a reader woken at half full never falls behind a
@@ -244,8 +244,6 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
     written?;
     Ok(exit)
 }
-
-use session::Session;
 
 fn explicit_compress() -> bool {
     std::env::args().any(|a| a == "--compress" || a.starts_with("--compress="))

@@ -334,11 +334,6 @@ pub fn geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Path helper for messages about anonymous descriptors.
-pub fn fd_path(name: &str) -> PathBuf {
-    PathBuf::from(name)
-}
-
 /// Let the calling thread run on every online CPU except `cpu` (no-op when that would leave
 /// none). Returns whether the mask was changed.
 pub fn avoid_cpu(cpu: u32) -> Result<bool> {
