@@ -7,7 +7,7 @@ use crate::ctx::ThreadCtx;
 use crate::ring::{PageRing, PAGE_SIZE};
 use crate::site::{Common, RecordWriter, Site};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
@@ -291,7 +291,7 @@ pub(crate) fn thread_exit(ctx: &ThreadCtx) {
 /// Per-stream spool files, filled by the background thread.
 struct Spool {
     dir: PathBuf,
-    files: Vec<Option<BufWriter<File>>>,
+    files: Vec<Option<File>>,
     pages: Vec<u64>,
     events: Vec<u64>,
     info: Vec<(i32, String, u64)>,
@@ -299,7 +299,8 @@ struct Spool {
 }
 
 impl Spool {
-    fn page(&mut self, ring: &Ring, page: &[u8; PAGE_SIZE]) {
+    /// Append a run of whole pages of `ring` to its spool file (no copy in user space).
+    fn pages(&mut self, ring: &Ring, run: &[u8]) {
         let cpu = ring.cpu;
         if self.files.len() <= cpu {
             self.files.resize_with(cpu + 1, || None);
@@ -307,15 +308,21 @@ impl Spool {
             self.events.resize(cpu + 1, 0);
             self.info.resize(cpu + 1, (0, String::new(), 0));
         }
-        self.info[cpu] = (ring.tid, ring.comm.clone(), ring.pages.lost());
-        self.events[cpu] += crate::read::page_records(page).count() as u64;
+        if self.info[cpu].1.is_empty() {
+            self.info[cpu] = (ring.tid, ring.comm.clone(), 0);
+        }
+        self.info[cpu].2 = ring.pages.lost();
+        for page in run.chunks_exact(PAGE_SIZE) {
+            self.events[cpu] += crate::read::page_records(page).count() as u64;
+        }
+        self.pages[cpu] += (run.len() / PAGE_SIZE) as u64;
         if self.error.is_some() {
             return;
         }
         if self.files[cpu].is_none() {
             let p = self.dir.join(format!("cpu{cpu}"));
             match File::create(&p) {
-                Ok(f) => self.files[cpu] = Some(BufWriter::with_capacity(1 << 20, f)),
+                Ok(f) => self.files[cpu] = Some(f),
                 Err(e) => {
                     self.error = Some(io_err(&p, "create")(e));
                     return;
@@ -323,18 +330,17 @@ impl Spool {
             }
         }
         if let Some(f) = self.files[cpu].as_mut() {
-            if let Err(e) = f.write_all(page) {
+            if let Err(e) = f.write_all(run) {
                 self.error = Some(io_err(&self.dir, "write spool in")(e));
             }
         }
-        self.pages[cpu] += 1;
     }
 
     fn drain_all(&mut self, sh: &Shared) -> usize {
         let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut n = 0;
         for r in &rings {
-            n += r.pages.drain(|p| self.page(r, p));
+            n += r.pages.drain(|p| self.pages(r, p));
             if self.info.len() > r.cpu {
                 self.info[r.cpu].2 = r.pages.lost();
             }
@@ -367,7 +373,7 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
         };
         if !closed.is_empty() {
             for r in &closed {
-                r.pages.drain(|p| spool.page(r, p));
+                r.pages.drain(|p| spool.pages(r, p));
                 if spool.info.len() <= r.cpu {
                     spool.files.resize_with(r.cpu + 1, || None);
                     spool.pages.resize(r.cpu + 1, 0);
@@ -427,10 +433,10 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
     for r in &rings {
         // SAFETY: no producer can touch the ring any more (generation retired, grace period
         // passed), so this thread may act as its producer.
-        r.pages.drain(|p| spool.page(r, p));
+        r.pages.drain(|p| spool.pages(r, p));
         // SAFETY: as above.
         unsafe { r.pages.close() };
-        r.pages.drain(|p| spool.page(r, p));
+        r.pages.drain(|p| spool.pages(r, p));
         if spool.info.len() > r.cpu {
             spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
         }

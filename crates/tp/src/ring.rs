@@ -204,16 +204,21 @@ impl PageRing {
         self.head.store(i + 1, Ordering::Release);
     }
 
-    /// Consumer: call `f` with each full page, oldest first, then release them.
-    pub fn drain(&self, mut f: impl FnMut(&[u8; PAGE_SIZE])) -> usize {
+    /// Consumer: call `f` with the full pages, oldest first, as runs of whole pages that are
+    /// contiguous in memory (at most two per call: before and after the wrap), releasing
+    /// each run after `f` returns. Returns the number of pages.
+    pub fn drain(&self, mut f: impl FnMut(&[u8])) -> usize {
         let head = self.head.load(Ordering::Acquire);
         let mut tail = self.tail.load(Ordering::Relaxed);
         let n = head - tail;
+        let len = self.pages.len();
         while tail < head {
+            let run = (head - tail).min(len - tail % len);
             // SAFETY: pages in tail..head were finished by the producer (Acquire on head) and
-            // are not touched by it until `tail` passes them.
-            f(unsafe { &*(self.page_ptr(tail) as *const [u8; PAGE_SIZE]) });
-            tail += 1;
+            // are not touched by it until `tail` passes them; `run` pages from `tail % len`
+            // stay inside the array.
+            f(unsafe { std::slice::from_raw_parts(self.page_ptr(tail), run * PAGE_SIZE) });
+            tail += run;
             self.tail.store(tail, Ordering::Release);
         }
         n
