@@ -8,8 +8,10 @@
 # peer:  ../shared/peers/lttng-ust/run.sh N (LTTng-UST, a real lttng session; needs Debian
 #        lttng-tools liblttng-ust-dev).
 # Each configuration runs ROUNDS times (default 3), interleaved; the median is reported.
-# Wall-clock ns/event is what both programs print. tp also reports its thread CPU time per
-# event (stderr of the example), which leaves out time other processes took the core.
+# Wall-clock ns/event is what both programs print. On a busy machine wall time also counts
+# the time other processes took the core, so CPU time is reported too: tp's thread CPU
+# time per event (stderr of the example), and the LTTng peer's process task-clock
+# (perf stat) over N for the enabled run (includes LTTng-UST's start-up, a few ms).
 set -euo pipefail
 N=${1:-10000000}
 ROUNDS=${2:-3}
@@ -30,6 +32,27 @@ for r in $(seq "$ROUNDS"); do
   if [ $have_peer = 1 ]; then bash "$peer" "$N" >"$work/lt.$r" 2>/dev/null || have_peer=0; fi
 done
 
+# LTTng-UST enabled, CPU time: the peer's own program, built and traced as run.sh does.
+lt_cpu=nan
+if [ $have_peer = 1 ] && command -v perf >/dev/null; then
+  pd="$root/../shared/peers/lttng-ust"
+  gcc -O2 -I"$pd" -c "$pd/tp.c" -o "$work/tp.o"
+  gcc -O2 -I"$pd" "$pd/main.c" "$work/tp.o" -o "$work/ltbench" -llttng-ust -ldl
+  pgrep -x lttng-sessiond >/dev/null || lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1
+  sess=tpcpu-$$
+  lttng create "$sess" --output="$work/lttrace" >/dev/null
+  lttng enable-channel -u ch --subbuf-size=4M --num-subbuf=8 -s "$sess" >/dev/null
+  lttng enable-event -u -c ch 'bench:ev3' -s "$sess" >/dev/null
+  lttng start "$sess" >/dev/null
+  for r in $(seq "$ROUNDS"); do
+    perf stat -x, -e task-clock -o "$work/ltcpu.$r" -- "$work/ltbench" "$N" >/dev/null
+    awk -F, -v n="$N" '$3 == "task-clock" { printf "cpu %.2f\n", $1 * 1e6 / n }' "$work/ltcpu.$r" >"$work/ltc.$r"
+  done
+  lttng stop "$sess" >/dev/null
+  lttng destroy "$sess" >/dev/null
+  rm -rf "$work/lttrace"
+fi
+
 # median of the numbers on lines matching $2 (field $3) across rounds of file prefix $1
 med() {
   for r in $(seq "$ROUNDS"); do awk -v pat="$2" -v f="$3" '$0 ~ pat { print $f }' "$work/$1.$r"; done |
@@ -46,6 +69,7 @@ t1d=$(med tp1 "^tp disabled" 3); t1e=$(med tp1 "^tp enabled" 3)
 t2d=$(med tp2 "^tp disabled" 3); t2e=$(med tp2 "^tp enabled" 3)
 if [ $have_peer = 1 ]; then
   ld=$(med lt "disabled" 3); le=$(med lt "enabled" 3)
+  [ -f "$work/ltc.1" ] && lt_cpu=$(med ltc "^cpu" 2)
 else
   ld=nan; le=nan
 fi
@@ -57,7 +81,11 @@ printf '%-22s %12s %12s\n' "lttng-ust" "$ld" "$le"
 printf '%-22s %12s %12s\n' "tp, 1 thread" "$t1d" "$t1e"
 printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$t2d" "$t2e"
 printf '%-22s %12s %12s\n' "lttng-ust / tp" "$(ratio "$ld" "$t1d")" "$(ratio "$le" "$t1e")"
-printf '%-22s %12s %12s\n' "tp thread CPU, 1 thr" "$(cpu tp1 disabled)" "$(cpu tp1 enabled)"
-printf '%-22s %12s %12s\n' "tp thread CPU, 2 thr" "$(cpu tp2 disabled)" "$(cpu tp2 enabled)"
+echo "CPU time, ns/event"
+t1c=$(cpu tp1 enabled)
+printf '%-22s %12s %12s\n' "lttng-ust (process)" "-" "$lt_cpu"
+printf '%-22s %12s %12s\n' "tp, 1 thread" "$(cpu tp1 disabled)" "$t1c"
+printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$(cpu tp2 disabled)" "$(cpu tp2 enabled)"
+printf '%-22s %12s %12s\n' "lttng-ust / tp" "" "$(ratio "$lt_cpu" "$t1c")"
 echo "tp events lost per round: 1 thread $(lost tp1), 2 threads $(lost tp2)"
 [ $have_peer = 1 ] || echo "(lttng-ust peer not run: install lttng-tools liblttng-ust-dev)"

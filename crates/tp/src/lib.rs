@@ -52,6 +52,20 @@
 //!   (trace_pipe-like lines rendered by `tp_format::printfmt`). [`init_from_env`] starts them from
 //!   `TP_RECORD=path` / `TP_TEXT=stderr|path`.
 
+//!
+//! # Costs and limits
+//! - Disabled: one relaxed byte load and a branch per `trace_NAME` call.
+//! - Enabled with the recorder: about 16-17 ns of thread CPU time per three-integer event on
+//!   this project's AMD EPYC VM, of which `rdtsc` alone is ~12 ns; no lock, no shared write,
+//!   no allocation per event (see `examples/overhead.rs` and `bench/tracepoint-overhead.sh`).
+//! - The background thread writes about 28 bytes per such event to the spool file; when it
+//!   can't keep up (no free core), a thread's buffer fills and new events are dropped and
+//!   counted (stats `dropped events:` per stream, and the kernel's missed-events flags in
+//!   the page headers).
+//! - A probe that never returns blocks every later unregister (read-copy-update waits for
+//!   it). Events fired from other thread-local destructors after tp's own thread context is
+//!   gone are not seen. After `fork`, the child does not record.
+
 pub mod clock;
 mod ctx;
 pub mod field;
