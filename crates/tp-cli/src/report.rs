@@ -2,7 +2,7 @@
 //! print the same buffer, plus filters, `--raw`, `--json` and `--stat`.
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, Write};
+use std::io::Write;
 
 use anyhow::Context;
 use tp_format::render::{Common, Options, Renderer, Tables};
@@ -53,8 +53,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let file =
         std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
-    let mut dat = TraceDat::open(BufReader::with_capacity(1 << 16, file))
-        .with_context(|| format!("cannot read {}", args.input))?;
+    let mut dat =
+        TraceDat::open_file(file).with_context(|| format!("cannot read {}", args.input))?;
     for e in &dat.format_errors {
         eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
     }
@@ -175,6 +175,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     out.flush()?;
+    // The process ends now: freeing thousands of formats and the symbol table would only
+    // cost time.
+    std::mem::forget(renderer);
+    std::mem::forget(dat);
     Ok(status)
 }
 

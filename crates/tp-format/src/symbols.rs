@@ -133,7 +133,12 @@ pub struct Resolved<'a> {
 impl Kallsyms {
     /// `/proc/kallsyms` text (see [`parse_table`]); parsed on the first lookup.
     pub fn parse(text: &str) -> Kallsyms {
-        Kallsyms { pending: Mutex::new(text.to_string()), table: OnceLock::new() }
+        Kallsyms::from_text(text.to_string())
+    }
+
+    /// [`Kallsyms::parse`] taking the text (no copy of a kallsyms of many megabytes).
+    pub fn from_text(text: String) -> Kallsyms {
+        Kallsyms { pending: Mutex::new(text), table: OnceLock::new() }
     }
 
     pub fn from_symbols(syms: Vec<Symbol>) -> Kallsyms {

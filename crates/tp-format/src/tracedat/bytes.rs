@@ -2,9 +2,9 @@
 //! anything is allocated, and every error names the file offset and the section.
 
 use super::{Error, ErrorKind};
-use std::cell::RefCell;
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 /// Largest metadata section (or decompressed block) tp accepts: kallsyms of a large kernel
 /// with modules is ~20 MB; this leaves room while refusing absurd sizes.
@@ -12,9 +12,27 @@ pub(crate) const MAX_SECTION: u64 = 512 << 20;
 /// Largest decompressed flyrecord chunk (trace-cmd writes 10 pages).
 pub(crate) const MAX_CHUNK: u64 = 64 << 20;
 
-/// A shared, seekable input with a known length.
+/// Where the bytes come from.
+pub(crate) enum Backing<R> {
+    /// Any `Read + Seek`, shared under a lock. The reader's position is remembered, so a
+    /// read that continues where the last one ended does not seek (a `BufReader` keeps its
+    /// buffer).
+    Seek(Mutex<SeekState<R>>),
+    /// A file, read with positional reads (`pread`): no shared position, no lock, no copy
+    /// through a user-space buffer; sources on several threads read it at once.
+    File(File),
+}
+
+pub(crate) struct SeekState<R> {
+    r: R,
+    /// The reader's position, when known.
+    pos: Option<u64>,
+}
+
+/// A shared input with a known length. `Send` and `Sync` when `R` is `Send`, so page
+/// sources can run on other threads.
 pub(crate) struct Input<R> {
-    pub(crate) r: Rc<RefCell<R>>,
+    pub(crate) r: Arc<Backing<R>>,
     pub(crate) len: u64,
     pub(crate) big_endian: bool,
 }
@@ -25,10 +43,19 @@ impl<R> Clone for Input<R> {
     }
 }
 
+impl Input<File> {
+    /// A file read with positional reads.
+    pub(crate) fn file(f: File) -> Result<Input<File>, Error> {
+        let len = f.metadata().map_err(|e| Error::io(0, "file length", e))?.len();
+        Ok(Input { r: Arc::new(Backing::File(f)), len, big_endian: false })
+    }
+}
+
 impl<R: Read + Seek> Input<R> {
     pub(crate) fn new(mut r: R) -> Result<Input<R>, Error> {
         let len = r.seek(SeekFrom::End(0)).map_err(|e| Error::io(0, "file length", e))?;
-        Ok(Input { r: Rc::new(RefCell::new(r)), len, big_endian: false })
+        let state = SeekState { r, pos: Some(len) };
+        Ok(Input { r: Arc::new(Backing::Seek(Mutex::new(state))), len, big_endian: false })
     }
 
     /// Read exactly `buf.len()` bytes at `offset`; `what` names the section for errors.
@@ -44,9 +71,25 @@ impl<R: Read + Seek> Input<R> {
                 },
             ));
         }
-        let mut r = self.r.borrow_mut();
-        r.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(offset, what, e))?;
-        r.read_exact(buf).map_err(|e| Error::io(offset, what, e))
+        match &*self.r {
+            Backing::File(f) => {
+                use std::os::unix::fs::FileExt;
+                f.read_exact_at(buf, offset).map_err(|e| Error::io(offset, what, e))
+            }
+            Backing::Seek(m) => {
+                // A panic while holding the lock leaves the position unknown, not wrong.
+                let mut st = m.lock().unwrap_or_else(|e| e.into_inner());
+                let st = &mut *st;
+                if st.pos != Some(offset) {
+                    st.pos = None;
+                    st.r.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(offset, what, e))?;
+                }
+                st.pos = None;
+                st.r.read_exact(buf).map_err(|e| Error::io(offset, what, e))?;
+                st.pos = end;
+                Ok(())
+            }
+        }
     }
 
     /// Read `n` bytes at `offset` into a new vector (n checked against the file length).
@@ -178,5 +221,10 @@ impl<'a> Bytes<'a> {
 
 pub(crate) fn text_of(b: &[u8]) -> String {
     let end = b.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-    String::from_utf8_lossy(&b[..end]).into_owned()
+    // Valid UTF-8 (the usual case) is checked and copied at memory speed; only invalid
+    // text takes the slower lossy conversion.
+    match std::str::from_utf8(&b[..end]) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(&b[..end]).into_owned(),
+    }
 }

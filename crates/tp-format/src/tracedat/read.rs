@@ -2,7 +2,7 @@
 //! sections found through options) and the buffer descriptions.
 
 use super::bytes::{text_of, Bytes, Input, MAX_SECTION};
-use super::compress::Compression;
+use super::compress::{Compression, Decoder};
 use super::records::{PageSource, Records};
 use super::source::{ChunkPages, RegionPages};
 use super::{option, Error, ErrorKind, MAGIC};
@@ -11,6 +11,7 @@ use crate::header::HeaderPage;
 use crate::page::PageLayout;
 use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
 use std::collections::HashSet;
+use std::fs::File;
 use std::io::{Read, Seek};
 
 /// One CPU's data in a buffer.
@@ -145,10 +146,23 @@ struct Pending {
     trace_clock_text: Option<String>,
 }
 
+impl TraceDat<File> {
+    /// Read a trace.dat file's metadata from a file, which is then read with positional
+    /// reads (`pread`): the fastest way, and page sources can be sent to other threads
+    /// ([`TraceDat::page_source_send`]).
+    pub fn open_file(file: File) -> Result<TraceDat<File>, Error> {
+        TraceDat::open_input(Input::file(file)?)
+    }
+}
+
 impl<R: Read + Seek> TraceDat<R> {
-    /// Read a trace.dat file's metadata.
+    /// Read a trace.dat file's metadata from any `Read + Seek` (a `BufReader<File>` is
+    /// best for a file not opened with [`TraceDat::open_file`]).
     pub fn open(reader: R) -> Result<TraceDat<R>, Error> {
-        let mut input = Input::new(reader)?;
+        TraceDat::open_input(Input::new(reader)?)
+    }
+
+    fn open_input(mut input: Input<R>) -> Result<TraceDat<R>, Error> {
         let mut magic = [0u8; 10];
         input.read_at(0, &mut magic, "initial format").map_err(|e| {
             if e.is_truncation() {
@@ -351,7 +365,7 @@ impl<R: Read + Seek> TraceDat<R> {
             }
             let cdata = self.input.read_vec(base + 8, csize, name)?;
             let mut out = Vec::new();
-            self.compression.decompress(&cdata, usize_, base, name, &mut out)?;
+            Decoder::new(self.compression).decompress(&cdata, usize_, base, name, &mut out)?;
             Ok((out, base))
         } else {
             Ok((self.input.read_vec(base, size, name)?, base))
@@ -573,7 +587,7 @@ impl<R: Read + Seek> TraceDat<R> {
 
     fn parse_kallsyms(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
         let n = b.u32()? as u64;
-        self.kallsyms = Kallsyms::parse(&b.text(n)?);
+        self.kallsyms = Kallsyms::from_text(b.text(n)?);
         Ok(())
     }
 
@@ -837,6 +851,16 @@ impl<R: Read + Seek> TraceDat<R> {
     /// The raw pages of one CPU of buffer `index` (`cpu` is an index into `Buffer::cpus`),
     /// e.g. to copy them into another file.
     pub fn page_source(&self, index: usize, cpu: usize) -> Result<Box<dyn PageSource + '_>, Error> {
+        let (c, what) = self.cpu_data(index, cpu)?;
+        Ok(if self.buffers[index].compressed {
+            Box::new(ChunkPages::new(self.input.clone(), c, self.compression, self.page_size, what))
+        } else {
+            Box::new(RegionPages::new(self.input.clone(), c, self.page_size, what))
+        })
+    }
+
+    /// Where CPU index `cpu` of buffer `index` is, and its name for messages.
+    fn cpu_data(&self, index: usize, cpu: usize) -> Result<(CpuData, String), Error> {
         let buf = self.buffers.get(index).ok_or_else(|| {
             Error::invalid(
                 0,
@@ -851,12 +875,7 @@ impl<R: Read + Seek> TraceDat<R> {
                 format!("buffer {:?} has no CPU index {cpu}", buf.name),
             )
         })?;
-        let what = format!("CPU {} data of buffer {:?}", c.cpu, buf.name);
-        Ok(if buf.compressed {
-            Box::new(ChunkPages::new(self.input.clone(), c, self.compression, self.page_size, what))
-        } else {
-            Box::new(RegionPages::new(self.input.clone(), c, self.page_size, what))
-        })
+        Ok((c, format!("CPU {} data of buffer {:?}", c.cpu, buf.name)))
     }
 
     /// Stream buffer `index`'s records, all CPUs merged by time.
@@ -925,6 +944,24 @@ impl<R: Read + Seek> TraceDat<R> {
     /// Length of the underlying file.
     pub fn file_len(&self) -> u64 {
         self.input.len
+    }
+}
+
+impl<R: Read + Seek + Send> TraceDat<R> {
+    /// [`TraceDat::page_source`], as a source that can move to another thread (e.g. to
+    /// count or decompress CPUs in parallel). Sources share the input: with
+    /// [`TraceDat::open_file`] they read it with positional reads, without a lock.
+    pub fn page_source_send(
+        &self,
+        index: usize,
+        cpu: usize,
+    ) -> Result<Box<dyn PageSource + Send + '_>, Error> {
+        let (c, what) = self.cpu_data(index, cpu)?;
+        Ok(if self.buffers[index].compressed {
+            Box::new(ChunkPages::new(self.input.clone(), c, self.compression, self.page_size, what))
+        } else {
+            Box::new(RegionPages::new(self.input.clone(), c, self.page_size, what))
+        })
     }
 }
 

@@ -188,6 +188,10 @@ struct CpuStream<'s> {
 pub struct Records<'s> {
     layout: PageLayout,
     cpus: Vec<CpuStream<'s>>,
+    /// The CPU whose head comes first: (time, CPU, index). Kept off the heap, so a run of
+    /// events from one CPU costs one comparison each, not a heap push and pop.
+    first: Option<(u64, u32, usize)>,
+    /// The other CPUs with a head (or a final lost-events marker).
     heap: BinaryHeap<Reverse<(u64, u32, usize)>>,
     /// CPU index whose head was handed out and must advance on the next call.
     pending: Option<usize>,
@@ -218,6 +222,7 @@ impl<'s> Records<'s> {
         Records {
             layout,
             cpus,
+            first: None,
             heap: BinaryHeap::new(),
             pending: None,
             errors: Vec::new(),
@@ -237,9 +242,10 @@ impl<'s> Records<'s> {
         self.lost_events
     }
 
-    /// Advance CPU `i` to its next record and push it on the heap. A malformed page is
-    /// queued as an error and skipped; a failing source is deferred and ends the CPU.
-    fn advance_cpu(&mut self, i: usize) {
+    /// Advance CPU `i` to its next record and return its merge key (`None`: the CPU has
+    /// ended). A malformed page is queued as an error and skipped; a failing source is
+    /// deferred and ends the CPU.
+    fn advance_cpu(&mut self, i: usize) -> Option<(u64, u32, usize)> {
         let big_endian = self.layout.big_endian;
         let c = &mut self.cpus[i];
         loop {
@@ -248,8 +254,7 @@ impl<'s> Records<'s> {
                 match c.cursor.next(data, big_endian) {
                     Step::Event { ts, start, end, .. } => {
                         c.head = Some((ts, c.start + start, c.start + end));
-                        self.heap.push(Reverse((ts, c.cpu, i)));
-                        return;
+                        return Some((ts, c.cpu, i));
                     }
                     Step::End => {}
                     Step::Error(e) => {
@@ -271,10 +276,7 @@ impl<'s> Records<'s> {
                         self.deferred.push(e);
                     }
                     // Losses on the last pages, with no event after them: still reported.
-                    if c.lost.is_some() {
-                        self.heap.push(Reverse((c.cursor.time(), c.cpu, i)));
-                    }
-                    return;
+                    return c.lost.is_some().then_some((c.cursor.time(), c.cpu, i));
                 }
             }
             c.page_offset = c.src.offset();
@@ -305,18 +307,29 @@ impl<'s> Records<'s> {
         if !self.started {
             self.started = true;
             for i in 0..self.cpus.len() {
-                self.advance_cpu(i);
+                if let Some(k) = self.advance_cpu(i) {
+                    self.heap.push(Reverse(k));
+                }
             }
+            self.first = self.heap.pop().map(|Reverse(k)| k);
             // Errors found while starting come first, in CPU order.
             self.errors.reverse();
         }
         if let Some(i) = self.pending.take() {
-            self.advance_cpu(i);
+            // CPU `i` was first; its next head stays first while it is before every other
+            // CPU's head (ties: the lower CPU, exactly as the heap orders them).
+            self.first = match self.advance_cpu(i) {
+                Some(k) => match self.heap.peek_mut() {
+                    Some(mut top) if top.0 < k => Some(std::mem::replace(&mut *top, Reverse(k)).0),
+                    _ => Some(k),
+                },
+                None => self.heap.pop().map(|Reverse(k)| k),
+            };
         }
         if let Some(e) = self.errors.pop() {
             return Some(Err(e));
         }
-        let Some(&Reverse((ts, cpu, i))) = self.heap.peek() else {
+        let Some((ts, cpu, i)) = self.first else {
             if self.deferred.is_empty() {
                 return None;
             }
@@ -326,7 +339,7 @@ impl<'s> Records<'s> {
         if let Some(m) = c.lost.take() {
             if c.head.is_none() {
                 // The CPU has ended; this marker was its last item.
-                self.heap.pop();
+                self.first = self.heap.pop().map(|Reverse(k)| k);
             }
             // Report the loss first; the event stays at the head.
             let count = match m {
@@ -338,8 +351,7 @@ impl<'s> Records<'s> {
             };
             return Some(Ok(Item::Lost(Lost { cpu, ts, count })));
         }
-        self.heap.pop();
-        let (_, s, e) = c.head.expect("a CPU on the heap has a head");
+        let (_, s, e) = c.head.expect("a CPU with a key and no loss has a head");
         self.pending = Some(i);
         Some(Ok(Item::Event(Record { cpu, ts, data: &self.cpus[i].src.page()[s..e] })))
     }

@@ -1,7 +1,7 @@
 //! Page sources over a trace.dat file: a plain region of pages, or v7 compressed chunks.
 
 use super::bytes::{Input, MAX_CHUNK};
-use super::compress::Compression;
+use super::compress::{Compression, Decoder};
 use super::read::CpuData;
 use super::records::{PageSource, ReadPages};
 use super::{Error, ErrorKind};
@@ -66,7 +66,7 @@ impl<R: Read + Seek> PageSource for RegionPages<R> {
 /// u32 uncompressed size, data`. One chunk is decompressed at a time.
 pub(crate) struct ChunkPages<R> {
     input: Input<R>,
-    comp: Compression,
+    decoder: Decoder,
     page_size: usize,
     what: String,
     /// Next chunk header.
@@ -90,7 +90,7 @@ impl<R: Read + Seek> ChunkPages<R> {
     ) -> ChunkPages<R> {
         ChunkPages {
             input,
-            comp,
+            decoder: Decoder::new(comp),
             page_size: page_size.max(1),
             what,
             pos: c.offset,
@@ -129,8 +129,17 @@ impl<R: Read + Seek> ChunkPages<R> {
                     ErrorKind::Truncated { need: 8, have: self.end.saturating_sub(at) },
                 ));
             }
-            let csize = self.input.u32_at(at, &self.what)? as u64;
-            let usize_ = self.input.u32_at(at + 4, &self.what)? as u64;
+            let mut hdr = [0u8; 8];
+            self.input.read_at(at, &mut hdr, &self.what)?;
+            let word = |b: [u8; 4]| {
+                if self.input.big_endian {
+                    u32::from_be_bytes(b)
+                } else {
+                    u32::from_le_bytes(b)
+                }
+            };
+            let csize = word([hdr[0], hdr[1], hdr[2], hdr[3]]) as u64;
+            let usize_ = word([hdr[4], hdr[5], hdr[6], hdr[7]]) as u64;
             if at + 8 + csize > self.end {
                 return Err(Error::invalid(
                     at,
@@ -145,9 +154,14 @@ impl<R: Read + Seek> ChunkPages<R> {
                     format!("chunk uncompressed size {usize_} is implausible"),
                 ));
             }
-            self.cbuf.resize(csize as usize, 0);
-            self.input.read_at(at + 8, &mut self.cbuf, &self.what)?;
-            self.comp.decompress(&self.cbuf, usize_, at, &self.what, &mut self.buf)?;
+            // Grown, never shrunk: no zeroing per chunk.
+            let csize_ = csize as usize;
+            if self.cbuf.len() < csize_ {
+                self.cbuf.resize(csize_, 0);
+            }
+            let cdata = &mut self.cbuf[..csize_];
+            self.input.read_at(at + 8, cdata, &self.what)?;
+            self.decoder.decompress(cdata, usize_, at, &self.what, &mut self.buf)?;
             self.pos = at + 8 + csize;
             self.chunks_left = self.chunks_left.map(|n| n - 1);
             self.chunk_offset = at;
