@@ -94,9 +94,20 @@ pub struct EnvGuard {
 }
 
 /// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder),
-/// `TP_TEXT=stderr|PATH` (start the text sink).
+/// `TP_TEXT=stderr|PATH` (start the text sink). With `TP_LIST_FORMATS=PATH` (`-` for
+/// stdout) it writes [`formats_text`] there and exits the process: how a tool lists a
+/// program's tracepoints without knowing anything else about it.
 pub fn init_from_env() -> Result<EnvGuard, RecordError> {
     registry::init();
+    if let Some(p) = std::env::var_os("TP_LIST_FORMATS") {
+        let text = formats_text();
+        let r = if p == "-" {
+            std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes())
+        } else {
+            std::fs::write(&p, text)
+        };
+        std::process::exit(if r.is_ok() { 0 } else { 1 });
+    }
     let mut g = EnvGuard::default();
     if let Some(p) = std::env::var_os("TP_RECORD") {
         g.recorder = Some(Recorder::start(p)?);
@@ -113,6 +124,20 @@ pub fn init_from_env() -> Result<EnvGuard, RecordError> {
         _ => {}
     }
     Ok(g)
+}
+
+/// Every tracepoint's `format` text, each preceded by a line `system: SYS` and followed by
+/// an empty line (the same texts the recorder writes into trace.dat files).
+pub fn formats_text() -> String {
+    let mut s = String::new();
+    for t in tracepoints() {
+        s.push_str("system: ");
+        s.push_str(t.system());
+        s.push('\n');
+        s.push_str(&t.format_text());
+        s.push('\n');
+    }
+    s
 }
 
 #[doc(hidden)]

@@ -78,3 +78,21 @@ fn print_fmt_compiles_with_tp_format() {
         }
     }
 }
+
+#[test]
+fn a_program_lists_its_tracepoints_on_request() {
+    let out = std::process::Command::new(crate::recording::example("record"))
+        .env("TP_LIST_FORMATS", "-")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let blocks: Vec<&str> = text.split("system: ").filter(|b| !b.is_empty()).collect();
+    assert_eq!(blocks.len(), 2, "{text}");
+    for b in blocks {
+        let (sys, fmt) = b.split_once('\n').unwrap();
+        assert_eq!(sys, "demo");
+        let f = tp_format::EventFormat::parse(sys, fmt.trim_end_matches('\n')).unwrap();
+        assert!(["work_start", "work_end"].contains(&f.name.as_str()));
+    }
+}

@@ -125,12 +125,12 @@ fn dropping_the_handle_writes_the_file() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// The `record` example: `cargo test` builds it next to this test binary; when only this
-/// test target was built, build it.
-fn example(name: &str) -> std::path::PathBuf {
+/// The `record` example, built next to this test binary (`cargo test` builds examples; when
+/// only this test target was built, or it is stale, cargo brings it up to date here).
+pub fn example(name: &str) -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
-    if !path.exists() {
+    if std::env::var_os("CARGO").is_some() || !path.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let release = exe.parent().unwrap().parent().unwrap().ends_with("release");
         let mut c = std::process::Command::new(cargo);
