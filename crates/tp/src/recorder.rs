@@ -151,9 +151,11 @@ impl RecorderBuilder {
             started: Instant::now(),
         });
         ACTIVE_GEN.store(gen, Ordering::Release);
+        // Under ACTIVE (lock order ACTIVE -> control), so a concurrent finish of an older
+        // recording can't clear this one's state bits.
+        crate::registry::set_recording(true);
         drop(act);
         install_exit_hooks();
-        crate::registry::set_recording(true);
         Ok(Recorder { gen, done: false })
     }
 }
@@ -409,10 +411,11 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
             (None, _) => return None,
             _ => {}
         }
-        g.take()?
+        let a = g.take()?;
+        ACTIVE_GEN.store(0, Ordering::Release);
+        crate::registry::set_recording(false);
+        a
     };
-    ACTIVE_GEN.store(0, Ordering::Release);
-    crate::registry::set_recording(false);
     // After this, no producer is inside a read section that saw the old generation.
     crate::rcu::synchronize();
     act.shared.stop.store(true, Ordering::Release);
