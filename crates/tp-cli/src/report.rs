@@ -53,27 +53,9 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let file =
         std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
+    // Formats are parsed below: only the events the trace has when it is counted first.
     let mut dat =
-        TraceDat::open_file(file).with_context(|| format!("cannot read {}", args.input))?;
-    for e in &dat.format_errors {
-        eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
-    }
-    let clock = dat.clock.clone().unwrap_or_else(|| "local".into());
-    let options = Options {
-        columns: Columns { tgid: args.tgid, irq_info: true },
-        ts_in_ns: dat.tsc2nsec.is_some() || text::clock_is_ns(&clock),
-        big_endian: dat.big_endian,
-        long_size: dat.long_size,
-    };
-    // Moved, not copied: the records need only the file, the layout and the buffers.
-    let tables = Tables {
-        kallsyms: std::mem::take(&mut dat.kallsyms),
-        printk: std::mem::take(&mut dat.printk),
-        cmdlines: std::mem::take(&mut dat.cmdlines),
-    };
-    let renderer = Renderer::new(std::mem::take(&mut dat.events), tables, options);
-    let wanted = EventFilter::new(&args.events, &renderer)?;
-
+        TraceDat::open_file_lazy(file).with_context(|| format!("cannot read {}", args.input))?;
     let buffers: Vec<usize> = match &args.buffer {
         Some(name) => {
             let i = dat.buffers.iter().position(|b| &b.name == name).with_context(|| {
@@ -97,6 +79,48 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             with_events
         }
     };
+    // The header's event count (the kernel counts what is in the buffer and adds what was
+    // overwritten; saved stats are read after the capture drained the buffer, so count the
+    // file). The count also says which events occur: only their formats are parsed.
+    let header = !args.json && !args.no_header && !args.stat;
+    let mut counts = Vec::new();
+    if header {
+        let mut ids = vec![0u64; 1 << 10];
+        std::thread::scope(|s| -> anyhow::Result<()> {
+            // Meanwhile another core builds the symbol table the renderers will need.
+            s.spawn(|| dat.kallsyms.is_empty());
+            for &b in &buffers {
+                counts.push(count::count_events(&dat, b, &mut ids)?);
+            }
+            Ok(())
+        })?;
+        // `-e` globs are matched against every format's name.
+        if args.events.is_empty() {
+            dat.parse_formats(|id| id < 1 << 16 && ids[id as usize / 64] & (1 << (id % 64)) != 0);
+        }
+    }
+    if !header || !args.events.is_empty() {
+        dat.parse_formats(|_| true);
+    }
+    for e in &dat.format_errors {
+        eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
+    }
+    let clock = dat.clock.clone().unwrap_or_else(|| "local".into());
+    let options = Options {
+        columns: Columns { tgid: args.tgid, irq_info: true },
+        ts_in_ns: dat.tsc2nsec.is_some() || text::clock_is_ns(&clock),
+        big_endian: dat.big_endian,
+        long_size: dat.long_size,
+    };
+    // Moved, not copied: the records need only the file, the layout and the buffers.
+    let tables = Tables {
+        kallsyms: std::mem::take(&mut dat.kallsyms),
+        printk: std::mem::take(&mut dat.printk),
+        cmdlines: std::mem::take(&mut dat.cmdlines),
+    };
+    let renderer = Renderer::new(std::mem::take(&mut dat.events), tables, options);
+    let wanted = EventFilter::new(&args.events, &renderer)?;
+
     let mut out = Output::new();
     let mut status = 0;
     let mode = match (args.json, args.raw) {
@@ -104,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         (_, true) => Mode::Raw,
         _ => Mode::Text,
     };
-    for &b in &buffers {
+    for (k, &b) in buffers.iter().enumerate() {
         if buffers.len() > 1 && !args.json {
             out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers[b].name)));
         }
@@ -133,14 +157,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             stat.print(&mut out.buf, &renderer, &dat.buffers[b].name, &dat.cpustats);
             continue;
         }
-        if !args.json && !args.no_header {
-            // The kernel counts what is in the buffer and adds what was overwritten.
-            // Saved stats are read after the capture drained the buffer, so count the file.
-            let entries = std::thread::scope(|s| {
-                // Meanwhile another core builds the symbol table the renderers will need.
-                s.spawn(|| renderer.tables.kallsyms.is_empty());
-                count::count_events(&dat, b)
-            })?;
+        if header {
+            let entries = counts[k];
             let written = entries + stats_overrun(&dat.cpustats, &dat.buffers[b].name);
             let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[b].cpus.len());
             text::write_header(&mut out.buf, entries, written, ncpus, options.columns);

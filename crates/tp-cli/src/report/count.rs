@@ -15,9 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tp_format::page::{Cursor, Page, PageLayout, Step};
 use tp_format::tracedat::{PageSource, TraceDat};
 
+/// Count buffer `buffer`'s events and set the bit of each event ID seen in `ids` (a bit
+/// set of 65536 bits: `ids[id / 64] & 1 << (id % 64)`).
 pub fn count_events<R: Read + Seek + Send>(
     dat: &TraceDat<R>,
     buffer: usize,
+    ids: &mut [u64],
 ) -> anyhow::Result<u64> {
     // The same refusal as the merged stream (e.g. a latency buffer has no records).
     drop(dat.records(buffer)?);
@@ -27,7 +30,7 @@ pub fn count_events<R: Read + Seek + Send>(
     if threads <= 1 {
         let mut n = 0;
         for cpu in 0..cpus {
-            n += count_source(&layout, dat.page_source_send(buffer, cpu)?);
+            n += count_source(&layout, dat.page_source_send(buffer, cpu)?, ids);
         }
         return Ok(n);
     }
@@ -44,31 +47,51 @@ pub fn count_events<R: Read + Seek + Send>(
             return Some(src);
         }
     };
+    let words = ids.len();
     let work = || {
         let mut n = 0;
+        let mut seen = vec![0u64; words];
         while let Some(src) = take() {
-            n += count_source(&layout, src);
+            n += count_source(&layout, src, &mut seen);
+        }
+        (n, seen)
+    };
+    let mut merge = |(n, seen): (u64, Vec<u64>)| {
+        for (a, b) in ids.iter_mut().zip(seen) {
+            *a |= b;
         }
         n
     };
     Ok(std::thread::scope(|s| {
         let others: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-        let mut n = work();
+        let mut n = merge(work());
         for h in others {
-            n += h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            n += merge(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         }
         n
     }))
 }
 
-fn count_source(layout: &PageLayout, mut src: Box<dyn PageSource + Send + '_>) -> u64 {
+fn count_source(
+    layout: &PageLayout,
+    mut src: Box<dyn PageSource + Send + '_>,
+    ids: &mut [u64],
+) -> u64 {
     let mut n = 0;
+    let be = layout.big_endian;
     while let Ok(true) = src.advance() {
         let Ok(page) = Page::parse(layout, src.page()) else { continue };
         let data = page.data();
         let mut cursor = Cursor::new(page.timestamp);
-        while let Step::Event { .. } = cursor.next(data, layout.big_endian) {
+        while let Step::Event { start, end, .. } = cursor.next(data, be) {
             n += 1;
+            if end - start >= 2 {
+                let b = [data[start], data[start + 1]];
+                let id = if be { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) } as usize;
+                if let Some(w) = ids.get_mut(id / 64) {
+                    *w |= 1 << (id % 64);
+                }
+            }
         }
     }
     n

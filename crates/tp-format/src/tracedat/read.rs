@@ -102,6 +102,10 @@ pub struct TraceDat<R> {
     pub buffers: Vec<Buffer>,
     /// Option IDs seen that tp does not interpret (skipped by size).
     pub unknown_options: Vec<u16>,
+    /// Keep event formats as text rather than parse them ([`TraceDat::open_file_lazy`]).
+    defer_formats: bool,
+    /// Event formats not parsed yet: (system, format file text), in file order.
+    deferred: Vec<(String, String)>,
 }
 
 impl<R> std::fmt::Debug for TraceDat<R> {
@@ -151,7 +155,14 @@ impl TraceDat<File> {
     /// reads (`pread`): the fastest way, and page sources can be sent to other threads
     /// ([`TraceDat::page_source_send`]).
     pub fn open_file(file: File) -> Result<TraceDat<File>, Error> {
-        TraceDat::open_input(Input::file(file)?)
+        TraceDat::open_input(Input::file(file)?, false)
+    }
+
+    /// [`TraceDat::open_file`], keeping the event formats as text: `events` and
+    /// `format_errors` stay empty until [`TraceDat::parse_formats`] parses the ones wanted
+    /// (a kernel has thousands of formats; a trace usually uses a few dozen).
+    pub fn open_file_lazy(file: File) -> Result<TraceDat<File>, Error> {
+        TraceDat::open_input(Input::file(file)?, true)
     }
 }
 
@@ -159,10 +170,10 @@ impl<R: Read + Seek> TraceDat<R> {
     /// Read a trace.dat file's metadata from any `Read + Seek` (a `BufReader<File>` is
     /// best for a file not opened with [`TraceDat::open_file`]).
     pub fn open(reader: R) -> Result<TraceDat<R>, Error> {
-        TraceDat::open_input(Input::new(reader)?)
+        TraceDat::open_input(Input::new(reader)?, false)
     }
 
-    fn open_input(mut input: Input<R>) -> Result<TraceDat<R>, Error> {
+    fn open_input(mut input: Input<R>, defer_formats: bool) -> Result<TraceDat<R>, Error> {
         let mut magic = [0u8; 10];
         input.read_at(0, &mut magic, "initial format").map_err(|e| {
             if e.is_truncation() {
@@ -232,6 +243,8 @@ impl<R: Read + Seek> TraceDat<R> {
             trace_id: None,
             buffers: Vec::new(),
             unknown_options: Vec::new(),
+            defer_formats,
+            deferred: Vec::new(),
         };
         let mut p = Pending {
             header_info: None,
@@ -309,7 +322,12 @@ impl<R: Read + Seek> TraceDat<R> {
         }
         if let Some(off) = p.formats {
             let (data, base) = self.read_section(off, option::EVENT_FORMATS)?;
-            self.parse_formats(&mut Bytes::new(&data, base, self.big_endian, "event formats"))?;
+            self.parse_event_formats(&mut Bytes::new(
+                &data,
+                base,
+                self.big_endian,
+                "event formats",
+            ))?;
         }
         if let Some(off) = p.kallsyms {
             let (data, base) = self.read_section(off, option::KALLSYMS)?;
@@ -554,10 +572,37 @@ impl<R: Read + Seek> TraceDat<R> {
         Ok(())
     }
 
-    fn add_format(&mut self, system: &str, text: &str) {
-        match EventFormat::parse(system, text) {
+    fn add_format(&mut self, system: &str, text: String) {
+        if self.defer_formats {
+            self.deferred.push((system.to_string(), text));
+            return;
+        }
+        match EventFormat::parse(system, &text) {
             Ok(f) => self.events.push(f),
             Err(e) => self.format_errors.push(e),
+        }
+    }
+
+    /// Event formats kept as text by [`TraceDat::open_file_lazy`] and not parsed yet.
+    pub fn unparsed_formats(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Parse the formats kept by [`TraceDat::open_file_lazy`] whose event ID `want`
+    /// accepts, adding them to `events` (or `format_errors`) in file order. A format whose
+    /// ID cannot be read without parsing it is parsed. The others stay unparsed: a later
+    /// call may parse them.
+    pub fn parse_formats(&mut self, mut want: impl FnMut(u32) -> bool) {
+        let deferred = std::mem::take(&mut self.deferred);
+        for (system, text) in deferred {
+            if quick_id(&text).map_or(true, &mut want) {
+                match EventFormat::parse(&system, &text) {
+                    Ok(f) => self.events.push(f),
+                    Err(e) => self.format_errors.push(e),
+                }
+            } else {
+                self.deferred.push((system, text));
+            }
         }
     }
 
@@ -566,12 +611,12 @@ impl<R: Read + Seek> TraceDat<R> {
         for _ in 0..n {
             let size = b.u64()?;
             let t = b.text(size)?;
-            self.add_format("ftrace", &t);
+            self.add_format("ftrace", t);
         }
         Ok(())
     }
 
-    fn parse_formats(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
+    fn parse_event_formats(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
         let systems = b.u32()?;
         for _ in 0..systems {
             let system = b.cstr()?;
@@ -579,7 +624,7 @@ impl<R: Read + Seek> TraceDat<R> {
             for _ in 0..n {
                 let size = b.u64()?;
                 let t = b.text(size)?;
-                self.add_format(&system, &t);
+                self.add_format(&system, t);
             }
         }
         Ok(())
@@ -699,7 +744,7 @@ impl<R: Read + Seek> TraceDat<R> {
             }
         }
         let d = self.input.read_vec(estart, pos - estart, "event formats")?;
-        self.parse_formats(&mut Bytes::new(&d, estart, be, "event formats"))?;
+        self.parse_event_formats(&mut Bytes::new(&d, estart, be, "event formats"))?;
 
         let (d, base) = self.v6_block(&mut pos, 4, "kallsyms")?;
         self.parse_kallsyms(&mut Bytes::new(&d, base, be, "kallsyms"))?;
@@ -965,6 +1010,21 @@ impl<R: Read + Seek + Send> TraceDat<R> {
     }
 }
 
+/// The ID a format file's parse would give (its last `ID: ` line before `print fmt: `),
+/// without parsing the fields; `None` when it has none or it is not a number.
+fn quick_id(text: &str) -> Option<u32> {
+    let mut id = None;
+    for line in text.lines() {
+        if line.starts_with("print fmt: ") {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("ID: ") {
+            id = Some(v.trim().parse::<u32>().ok()?);
+        }
+    }
+    id
+}
+
 /// The selected clock of a `trace_clock` text: the bracketed name.
 fn parse_clock(text: &str) -> Option<String> {
     let t = text.trim();
@@ -989,4 +1049,42 @@ fn parse_c_int(s: &str) -> Option<i64> {
         s.parse::<u64>().ok()?
     } as i64;
     Some(if neg { v.wrapping_neg() } else { v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> File {
+        let p = format!("{}/../../fixtures/tracedat/{name}", env!("CARGO_MANIFEST_DIR"));
+        File::open(p).expect("fixture exists")
+    }
+
+    #[test]
+    fn lazy_formats_parse_only_the_wanted_ids() {
+        for name in ["v6.dat", "v7-zstd.dat", "v7-none.dat"] {
+            let all = TraceDat::open_file(fixture(name)).unwrap();
+            let mut lazy = TraceDat::open_file_lazy(fixture(name)).unwrap();
+            assert!(lazy.events.is_empty());
+            assert_eq!(lazy.unparsed_formats(), all.events.len() + all.format_errors.len());
+            let id = all.events.iter().find(|e| e.name == "sched_switch").unwrap().id;
+            lazy.parse_formats(|i| i == id);
+            assert_eq!(lazy.events.len(), 1);
+            assert_eq!(lazy.events[0].name, "sched_switch");
+            lazy.parse_formats(|_| true);
+            assert_eq!(lazy.unparsed_formats(), 0);
+            let mut a: Vec<_> = all.events.iter().map(|e| (e.id, e.name.clone())).collect();
+            let mut b: Vec<_> = lazy.events.iter().map(|e| (e.id, e.name.clone())).collect();
+            a.sort();
+            b.sort();
+            assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn quick_id_agrees_with_the_parser() {
+        assert_eq!(quick_id("name: x\nID: 12\nformat:\nprint fmt: \"ID: 3\"\n"), Some(12));
+        assert_eq!(quick_id("name: x\nID: zz\n"), None);
+        assert_eq!(quick_id("name: x\n"), None);
+    }
 }

@@ -408,6 +408,30 @@ mod tests {
     }
 
     #[test]
+    fn runs_from_one_cpu_keep_ties_to_the_lower_cpu() {
+        let c0 = pages(&[(12, 1), (20, 2), (20, 3), (21, 4)], 3, Missed::None);
+        let c1 = pages(&[(10, 5), (11, 6), (12, 7), (13, 8), (20, 9), (30, 10)], 4, Missed::None);
+        let c2 = pages(&[(12, 11), (20, 12)], 1, Missed::None);
+        let srcs: Vec<(u32, Box<dyn PageSource>)> = vec![
+            (2, Box::new(ReadPages::new(&c2[..], 4096))),
+            (0, Box::new(ReadPages::new(&c0[..], 4096))),
+            (1, Box::new(ReadPages::new(&c1[..], 4096))),
+        ];
+        let mut r = Records::new(PageLayout::X86_64, srcs);
+        let mut got = Vec::new();
+        while let Some(item) = r.next() {
+            if let Item::Event(e) = item.unwrap() {
+                got.push((e.ts, e.cpu, e.data[0]));
+            }
+        }
+        let mut want = got.clone();
+        want.sort_by_key(|&(ts, cpu, _)| (ts, cpu));
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 12);
+        assert_eq!(&got[..5], &[(10, 1, 5), (11, 1, 6), (12, 0, 1), (12, 1, 7), (12, 2, 11)]);
+    }
+
+    #[test]
     fn lost_events_on_the_last_page_are_reported() {
         let mut c0 = pages(&[(10, 1)], 1, Missed::None);
         c0.extend(PageBuilder::new(PageLayout::X86_64, 50).finish(Missed::Count(3)));
