@@ -32,14 +32,16 @@ const BATCH_BYTES: usize = 512 << 10;
 /// Batches queued for the workers besides the ones they render and the one being filled.
 const QUEUE: usize = 2;
 
-enum Entry {
-    /// Record bytes `data[start..end]` of the batch.
-    Event {
-        cpu: u32,
-        ts: u64,
-        start: u32,
-        end: u32,
-    },
+/// One event: 16 bytes, so filling a batch touches little memory (the batch was last read
+/// by another core). Its record bytes are `data[end of the entry before..end]`.
+struct Entry {
+    ts: u64,
+    cpu: u32,
+    end: u32,
+}
+
+/// What is not an event, rare: kept beside the entries.
+enum Special {
     Lost {
         cpu: u32,
         ts: u64,
@@ -49,20 +51,37 @@ enum Entry {
     Error(String),
 }
 
-#[derive(Default)]
 struct Batch {
     data: Vec<u8>,
     entries: Vec<Entry>,
+    /// Lost markers and errors, each with the number of entries before it.
+    specials: Vec<(usize, Special)>,
+}
+
+impl Default for Batch {
+    fn default() -> Batch {
+        // Full size at once: no regrowth (copies, page faults) while filling.
+        Batch {
+            data: Vec::with_capacity(BATCH_BYTES + (64 << 10)),
+            entries: Vec::with_capacity(BATCH_EVENTS),
+            specials: Vec::new(),
+        }
+    }
 }
 
 impl Batch {
     fn is_full(&self) -> bool {
-        self.entries.len() >= BATCH_EVENTS || self.data.len() >= BATCH_BYTES
+        self.entries.len() + self.specials.len() >= BATCH_EVENTS || self.data.len() >= BATCH_BYTES
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.specials.is_empty()
     }
 
     fn clear(&mut self) {
         self.data.clear();
         self.entries.clear();
+        self.specials.clear();
     }
 }
 
@@ -82,23 +101,25 @@ pub struct Feed<'a> {
 
 impl Feed<'_> {
     /// A record (`ts` already adjusted) to render.
+    #[inline]
     pub fn event(&mut self, cpu: u32, ts: u64, data: &[u8]) -> Result<(), Closed> {
-        let start = self.cur.data.len() as u32;
         self.cur.data.extend_from_slice(data);
         let end = self.cur.data.len() as u32;
-        self.cur.entries.push(Entry::Event { cpu, ts, start, end });
+        self.cur.entries.push(Entry { ts, cpu, end });
         self.send_if_full()
     }
 
     /// Lost events (`ts` already adjusted).
     pub fn lost(&mut self, cpu: u32, ts: u64, count: Option<u64>) -> Result<(), Closed> {
-        self.cur.entries.push(Entry::Lost { cpu, ts, count });
+        let at = self.cur.entries.len();
+        self.cur.specials.push((at, Special::Lost { cpu, ts, count }));
         self.send_if_full()
     }
 
     /// An error to print (on stderr) once everything before it is written.
     pub fn error(&mut self, message: String) -> Result<(), Closed> {
-        self.cur.entries.push(Entry::Error(message));
+        let at = self.cur.entries.len();
+        self.cur.specials.push((at, Special::Error(message)));
         self.send_if_full()
     }
 
@@ -156,7 +177,7 @@ pub fn run<T>(
         drop((jobs, back_tx));
         let mut feed = Feed { tx, free, cur: Batch::default(), seq: 0, shared: &shared };
         let mut produced = produce(&mut feed);
-        if produced.is_ok() && !feed.cur.entries.is_empty() {
+        if produced.is_ok() && !feed.cur.is_empty() {
             if let Err(c) = feed.send() {
                 produced = Err(c);
             }
@@ -326,31 +347,40 @@ fn render_batch(
     out: &mut String,
     errors: &mut Vec<(usize, String)>,
 ) {
-    for e in &batch.entries {
-        match *e {
-            Entry::Event { cpu, ts, start, end } => {
-                let data = &batch.data[start as usize..end as usize];
-                match mode {
-                    Mode::Text => r.render_line(cpu, ts, data, out),
-                    Mode::Raw => {
-                        r.write_context(cpu, ts, data, out);
-                        r.render_raw(data, out);
-                        out.push('\n');
-                    }
-                    Mode::Json => {
-                        r.render_json(cpu, ts, data, out);
-                        out.push('\n');
-                    }
-                }
-            }
-            Entry::Lost { cpu, ts, count } => match mode {
-                Mode::Json => out.push_str(&format!(
-                    "{{\"lost\":{},\"cpu\":{cpu},\"ts\":{ts}}}\n",
-                    count.map(|c| c.to_string()).unwrap_or_else(|| "null".into()),
-                )),
-                _ => text::write_lost(out, cpu, count),
-            },
-            Entry::Error(ref m) => errors.push((out.len(), m.clone())),
+    let special = |s: &Special, out: &mut String, errors: &mut Vec<(usize, String)>| match *s {
+        Special::Lost { cpu, ts, count } => match mode {
+            Mode::Json => out.push_str(&format!(
+                "{{\"lost\":{},\"cpu\":{cpu},\"ts\":{ts}}}\n",
+                count.map(|c| c.to_string()).unwrap_or_else(|| "null".into()),
+            )),
+            _ => text::write_lost(out, cpu, count),
+        },
+        Special::Error(ref m) => errors.push((out.len(), m.clone())),
+    };
+    let mut specials = batch.specials.iter().peekable();
+    let mut start = 0;
+    for (i, e) in batch.entries.iter().enumerate() {
+        while let Some((_, s)) = specials.next_if(|(at, _)| *at == i) {
+            special(s, out, errors);
         }
+        let end = e.end as usize;
+        let data = &batch.data[start..end];
+        start = end;
+        let (cpu, ts) = (e.cpu, e.ts);
+        match mode {
+            Mode::Text => r.render_line(cpu, ts, data, out),
+            Mode::Raw => {
+                r.write_context(cpu, ts, data, out);
+                r.render_raw(data, out);
+                out.push('\n');
+            }
+            Mode::Json => {
+                r.render_json(cpu, ts, data, out);
+                out.push('\n');
+            }
+        }
+    }
+    for (_, s) in specials {
+        special(s, out, errors);
     }
 }
