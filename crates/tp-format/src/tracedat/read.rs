@@ -331,7 +331,7 @@ impl<R: Read + Seek> TraceDat<R> {
         }
         if let Some(off) = p.kallsyms {
             let (data, base) = self.read_section(off, option::KALLSYMS)?;
-            self.parse_kallsyms(&mut Bytes::new(&data, base, self.big_endian, "kallsyms"))?;
+            self.take_kallsyms(data, base)?;
         }
         if let Some(off) = p.printk {
             let (data, base) = self.read_section(off, option::PRINTK)?;
@@ -630,9 +630,22 @@ impl<R: Read + Seek> TraceDat<R> {
         Ok(())
     }
 
-    fn parse_kallsyms(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
-        let n = b.u32()? as u64;
-        self.kallsyms = Kallsyms::from_text(b.text(n)?);
+    /// The kallsyms block (`u32` length, text), taken over in place: the text is a few
+    /// megabytes, not worth a second copy.
+    fn take_kallsyms(&mut self, mut data: Vec<u8>, base: u64) -> Result<(), Error> {
+        let n = Bytes::new(&data, base, self.big_endian, "kallsyms").u32()? as u64;
+        let have = data.len() as u64 - 4;
+        if n > have {
+            return Err(Error::new(base + 4, "kallsyms", ErrorKind::Truncated { need: n, have }));
+        }
+        data.truncate(4 + n as usize);
+        // Trailing NULs dropped, as `text_of` does.
+        let end = data.iter().rposition(|&c| c != 0).map_or(4, |i| i + 1).max(4);
+        data.truncate(end);
+        data.drain(..4);
+        let text = String::from_utf8(data)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        self.kallsyms = Kallsyms::from_text(text);
         Ok(())
     }
 
@@ -747,7 +760,7 @@ impl<R: Read + Seek> TraceDat<R> {
         self.parse_event_formats(&mut Bytes::new(&d, estart, be, "event formats"))?;
 
         let (d, base) = self.v6_block(&mut pos, 4, "kallsyms")?;
-        self.parse_kallsyms(&mut Bytes::new(&d, base, be, "kallsyms"))?;
+        self.take_kallsyms(d, base)?;
         let (d, base) = self.v6_block(&mut pos, 4, "printk formats")?;
         self.parse_printk(&mut Bytes::new(&d, base, be, "printk formats"))?;
         let (d, base) = self.v6_block(&mut pos, 8, "saved command lines")?;
