@@ -25,10 +25,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! - [`TraceDat::open`] takes any `Read + Seek` (a `BufReader<File>` is best), reads the
-//!   metadata (formats, kallsyms, printk formats, cmdlines, options) and the buffer
-//!   descriptions, not the event data. Malformed event format files do not fail the open:
-//!   they are listed in [`TraceDat::format_errors`].
+//! - [`TraceDat::open`] takes any `Read + Seek`, reads the metadata (formats, kallsyms,
+//!   printk formats, cmdlines, options) and the buffer descriptions, not the event data.
+//!   Malformed event format files do not fail the open: they are listed in
+//!   [`TraceDat::format_errors`]. For a file, [`TraceDat::open_file`] is faster: positional
+//!   reads, no shared position, and [`TraceDat::page_source_send`] sources that other
+//!   threads can read at once. [`TraceDat::open_file_lazy`] also keeps the event formats
+//!   as text until [`TraceDat::parse_formats`] parses the wanted ones.
+//! - Compressed chunks are decompressed by one reused context per CPU source, in one call
+//!   into a reused buffer.
 //! - [`TraceDat::records`] streams one buffer's records. Memory stays bounded: per CPU one
 //!   read block (16 pages) or one decompressed chunk (trace-cmd writes 10 pages per chunk).
 //! - Timestamps are the ring buffer's raw values in the trace clock's units;
