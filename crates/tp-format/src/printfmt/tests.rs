@@ -94,47 +94,15 @@ impl Drop for Instance {
     }
 }
 
-/// Records of one `trace_pipe_raw` page dump: (data of each data event).
+/// Records of one `trace_pipe_raw` page dump (data of each data event), decoded by
+/// [`crate::page`].
 fn walk_pages(raw: &[u8], out: &mut Vec<Vec<u8>>) {
-    const PAGE: usize = 4096;
-    for page in raw.chunks(PAGE) {
-        if page.len() < 16 {
-            break;
-        }
-        let commit = u64::from_le_bytes(page[8..16].try_into().unwrap()) as usize & 0xfffff;
-        let data = &page[16..(16 + commit).min(page.len())];
-        let mut off = 0;
-        while off + 4 <= data.len() {
-            let hdr = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
-            let (tl, delta) = (hdr & 31, hdr >> 5);
-            let arr0 = || {
-                data.get(off + 4..off + 8)
-                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize)
-            };
-            match tl {
-                0 => {
-                    let Some(len) = arr0() else { break };
-                    if let Some(d) = data.get(off + 8..off + 4 + len) {
-                        out.push(d.to_vec());
-                    }
-                    off += 4 + len;
-                }
-                1..=28 => {
-                    let len = tl as usize * 4;
-                    if let Some(d) = data.get(off + 4..off + 4 + len) {
-                        out.push(d.to_vec());
-                    }
-                    off += 4 + len;
-                }
-                29 => {
-                    if delta == 0 {
-                        break;
-                    }
-                    let Some(len) = arr0() else { break };
-                    off += 4 + len;
-                }
-                _ => off += 8,
-            }
+    use crate::page::{Page, PageLayout};
+    let layout = PageLayout::X86_64;
+    for bytes in raw.chunks(layout.page_size()) {
+        let page = Page::parse(&layout, bytes).expect("kernel page parses");
+        for r in page.events() {
+            out.push(r.expect("kernel record decodes").data.to_vec());
         }
     }
 }
