@@ -173,7 +173,6 @@ impl Tracefs {
     pub fn header_page(&self) -> Result<HeaderPage> {
         let t = self.header_page_text()?;
         HeaderPage::parse(&t)
-            .or_else(|m| header_page_fields(&t).ok_or(m))
             .map_err(|m| Error::Parse { path: self.path("events/header_page"), message: m })
     }
 
@@ -217,48 +216,6 @@ impl Tracefs {
     pub fn instances(&self) -> Result<Vec<String>> {
         sys::list_subdirs(&self.path("instances"))
     }
-}
-
-/// Read the `timestamp`, `commit` and `data` fields of a header_page text directly
-/// (`\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;`), for when the shared parser
-/// does not accept this kernel's spelling.
-fn header_page_fields(text: &str) -> Option<HeaderPage> {
-    let mut h = HeaderPage {
-        timestamp_offset: 0,
-        commit_offset: 0,
-        commit_size: 0,
-        data_offset: 0,
-        data_size: 0,
-    };
-    let mut seen = 0;
-    for line in text.lines() {
-        let mut name = None;
-        let (mut off, mut size) = (None, None);
-        for part in line.split(';') {
-            let part = part.trim();
-            if let Some(decl) = part.strip_prefix("field:") {
-                name = decl
-                    .split_whitespace()
-                    .last()
-                    .map(|n| n.split('[').next().unwrap_or(n).to_string());
-            } else if let Some(v) = part.strip_prefix("offset:") {
-                off = v.trim().parse::<usize>().ok();
-            } else if let Some(v) = part.strip_prefix("size:") {
-                size = v.trim().parse::<usize>().ok();
-            }
-        }
-        match (name.as_deref(), off, size) {
-            (Some("timestamp"), Some(o), Some(_)) => (h.timestamp_offset, seen) = (o, seen | 1),
-            (Some("commit"), Some(o), Some(s)) => {
-                (h.commit_offset, h.commit_size, seen) = (o, s, seen | 2)
-            }
-            (Some("data"), Some(o), Some(s)) => {
-                (h.data_offset, h.data_size, seen) = (o, s, seen | 4)
-            }
-            _ => {}
-        }
-    }
-    (seen == 7 && matches!(h.commit_size, 4 | 8) && h.data_size > 0).then_some(h)
 }
 
 pub(crate) fn cpus_in(per_cpu: &Path) -> Result<Vec<u32>> {
