@@ -209,21 +209,7 @@ impl Renderer {
             out.push(' ');
             out.push_str(&f.name);
             out.push('=');
-            match field_value(f, data, self.options.big_endian) {
-                Value::Int(v) => out.push_str(&v.to_string()),
-                Value::Str(s) => out.push_str(&s),
-                Value::Ints(v) => {
-                    out.push('[');
-                    for (i, x) in v.iter().enumerate() {
-                        if i > 0 {
-                            out.push(',');
-                        }
-                        out.push_str(&x.to_string());
-                    }
-                    out.push(']');
-                }
-                Value::Missing => out.push_str("<truncated>"),
-            }
+            field_value(f, data, self.options.big_endian).write(out, false);
         }
     }
 
@@ -255,21 +241,7 @@ impl Renderer {
                     }
                     push_json_str(out, &f.name);
                     out.push(':');
-                    match field_value(f, data, self.options.big_endian) {
-                        Value::Int(v) => out.push_str(&v.to_string()),
-                        Value::Str(s) => push_json_str(out, &s),
-                        Value::Ints(v) => {
-                            out.push('[');
-                            for (i, x) in v.iter().enumerate() {
-                                if i > 0 {
-                                    out.push(',');
-                                }
-                                out.push_str(&x.to_string());
-                            }
-                            out.push(']');
-                        }
-                        Value::Missing => out.push_str("null"),
-                    }
+                    field_value(f, data, self.options.big_endian).write(out, true);
                 }
                 out.push_str("},\"text\":");
                 let mut t = String::new();
@@ -291,6 +263,28 @@ enum Value {
     Str(String),
     Ints(Vec<i128>),
     Missing,
+}
+
+impl Value {
+    /// `--raw` text (`json` false) or a JSON value.
+    fn write(&self, out: &mut String, json: bool) {
+        match self {
+            Value::Int(v) => out.push_str(&v.to_string()),
+            Value::Str(s) if json => push_json_str(out, s),
+            Value::Str(s) => out.push_str(s),
+            Value::Ints(v) => {
+                out.push('[');
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&x.to_string());
+                }
+                out.push(']');
+            }
+            Value::Missing => out.push_str(if json { "null" } else { "<truncated>" }),
+        }
+    }
 }
 
 fn field_value(f: &Field, data: &[u8], be: bool) -> Value {
