@@ -17,6 +17,7 @@ use tp_tracefs::{CaptureConfig, CpuStats};
 pub mod output;
 pub mod session;
 mod status;
+pub mod user;
 
 pub use status::human;
 
@@ -125,7 +126,37 @@ pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
     let selections = session::pair_filters(&argv, &args.events, &args.filters)?;
-    record(args, &selections)
+    // `system:name` globs no kernel event matches: the command's own tracepoints.
+    let (mut kernel, mut user_globs) = if selections.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        user::split(&tp_tracefs::Tracefs::discover()?, &selections)?
+    };
+    if !user_globs.is_empty() && args.command.is_empty() {
+        eprintln!(
+            "tp: warning: no kernel event matches {}; the program's own tracepoints are recorded only for a command (`tp record ... -- COMMAND`)",
+            user_globs.join(", ")
+        );
+        user_globs.clear();
+        kernel = selections.clone();
+    }
+    if !user_globs.is_empty() {
+        if args.clock != "mono" {
+            eprintln!(
+                "tp: warning: the program's tracepoints are timestamped with CLOCK_MONOTONIC; with -C {} they will not share a timeline with the kernel's events (use the default -C mono)",
+                args.clock
+            );
+        }
+        if kernel.is_empty() && args.instance.is_none() {
+            // Some kernel events are needed for the instance; these few mark the processes.
+            for g in
+                ["sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit"]
+            {
+                kernel.push(session::Selection { glob: g.into(), filter: None });
+            }
+        }
+    }
+    record(args, &kernel, &user_globs)
 }
 
 fn target_of(args: &Opts) -> Target {
@@ -138,11 +169,22 @@ fn target_of(args: &Opts) -> Target {
     }
 }
 
-fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
+fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Result<i32> {
     if args.file_version == 6 && args.compress == Compression::Zstd && explicit_compress() {
         bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
     }
-    // Signals first: a Ctrl-C during setup must still clean up.
+    let tmp = TempPages::new(&args.output)?;
+    let user_dir = if user_globs.is_empty() {
+        None
+    } else {
+        let d = tmp.dir.join("user");
+        std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+        let d = std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?;
+        // Before any thread or the child exists: the command inherits the environment.
+        user::set_env(user_globs, &d);
+        Some(d)
+    };
+    // Signals next: a Ctrl-C during setup must still clean up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let ncpus = tp_tracefs::sys::cpu_count();
     let buffer_kb = args.buffer_kb.or(if args.instance.is_none() {
@@ -158,7 +200,6 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
         instance: args.instance.as_deref(),
     };
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
-    let tmp = TempPages::new(&args.output)?;
     let cpus = inst.cpus()?;
     let mut outs = Vec::new();
     for &c in &cpus {
@@ -222,7 +263,11 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
         version: args.file_version,
         compress: args.compress == Compression::Zstd && args.file_version >= 7,
     };
-    let written = output::write_tracedat(&args.output, &meta, &files, &opts);
+    let users = match &user_dir {
+        Some(d) => user::collect(d)?,
+        None => Vec::new(),
+    };
+    let written = output::write_tracedat_with_user(&args.output, &meta, &files, &opts, &users);
     // The instance goes before the summary so a slow terminal does not keep it alive.
     let inst_name = inst.name().to_string();
     inst.remove().with_context(|| format!("removing instance {inst_name}"))?;
@@ -242,6 +287,14 @@ fn record(args: &Opts, selections: &[Selection]) -> Result<i32> {
         );
     }
     written?;
+    if user_dir.is_some() {
+        if users.is_empty() {
+            eprintln!("tp: no user-space events were recorded: does the program call tp::init_from_env()?");
+        } else if !args.quiet {
+            let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+            eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
+        }
+    }
     Ok(exit)
 }
 

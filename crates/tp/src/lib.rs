@@ -93,7 +93,9 @@ pub struct EnvGuard {
     pub text: Option<TextSink>,
 }
 
-/// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder),
+/// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder;
+/// `%p` in the path becomes the process id, so that several processes of one run, e.g. under
+/// `tp record -- COMMAND`, write separate files),
 /// `TP_TEXT=stderr|PATH` (start the text sink). With `TP_LIST_FORMATS=PATH` (`-` for
 /// stdout) it writes [`formats_text`] there and exits the process: how a tool lists a
 /// program's tracepoints without knowing anything else about it.
@@ -110,7 +112,7 @@ pub fn init_from_env() -> Result<EnvGuard, RecordError> {
     }
     let mut g = EnvGuard::default();
     if let Some(p) = std::env::var_os("TP_RECORD") {
-        g.recorder = Some(Recorder::start(p)?);
+        g.recorder = Some(Recorder::start(expand_pid(&p))?);
     }
     match std::env::var("TP_TEXT").as_deref() {
         Ok("stderr") | Ok("1") => g.text = Some(TextSink::stderr()),
@@ -124,6 +126,33 @@ pub fn init_from_env() -> Result<EnvGuard, RecordError> {
         _ => {}
     }
     Ok(g)
+}
+
+/// `path` with every `%p` replaced by this process's id (nothing else is special).
+///
+/// ```
+/// let p = tp::expand_pid(std::ffi::OsStr::new("/tmp/user-%p.dat"));
+/// assert_eq!(p, std::path::PathBuf::from(format!("/tmp/user-{}.dat", std::process::id())));
+/// ```
+pub fn expand_pid(path: &std::ffi::OsStr) -> std::path::PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let b = path.as_bytes();
+    if !b.windows(2).any(|w| w == b"%p") {
+        return path.into();
+    }
+    let pid = std::process::id().to_string();
+    let mut out = Vec::with_capacity(b.len() + pid.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"%p") {
+            out.extend_from_slice(pid.as_bytes());
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    std::ffi::OsString::from_vec(out).into()
 }
 
 /// Every tracepoint's `format` text, each preceded by a line `system: SYS` and followed by

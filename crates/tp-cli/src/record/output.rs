@@ -168,7 +168,29 @@ pub fn write_tracedat(
     cpus: &[(u32, PathBuf)],
     opts: &WriteOptions,
 ) -> Result<()> {
+    write_tracedat_with_user(out, meta, cpus, opts, &[])
+}
+
+/// [`write_tracedat`], plus the program's own recordings: one more buffer per process,
+/// their formats and threads added to the file's (see [`super::user`]).
+pub fn write_tracedat_with_user(
+    out: &Path,
+    meta: &Metadata,
+    cpus: &[(u32, PathBuf)],
+    opts: &WriteOptions,
+    user: &[super::user::UserTrace],
+) -> Result<()> {
     use tp_format::tracedat as td;
+    let mut event_formats = meta.event_formats.clone();
+    let mut cmdlines = meta.saved_cmdlines.clone();
+    super::user::merge_metadata(
+        user,
+        meta.page_size,
+        meta.header,
+        &meta.ftrace_formats,
+        &mut event_formats,
+        &mut cmdlines,
+    )?;
     let header_page = meta.header;
     let mut stats: Vec<&CpuStats> = meta.stats.iter().collect();
     stats.sort_by_key(|s| s.cpu);
@@ -176,10 +198,10 @@ pub fn write_tracedat(
         header_page,
         header_event_text: meta.header_event.clone(),
         ftrace_formats: meta.ftrace_formats.clone(),
-        event_formats: meta.event_formats.clone(),
+        event_formats,
         kallsyms: meta.kallsyms.clone(),
         printk: meta.printk_formats.clone(),
-        cmdlines: meta.saved_cmdlines.clone(),
+        cmdlines,
         clock: meta.clock.clone(),
         uname: Some(meta.uname.clone()),
         cpustats: stats.iter().map(|s| s.text.clone()).collect(),
@@ -194,7 +216,8 @@ pub fn write_tracedat(
             pages: Box::new(std::io::BufReader::with_capacity(1 << 20, f)),
         });
     }
-    let buffers = vec![td::BufferPages { name: String::new(), cpus: sources }];
+    let mut buffers = vec![td::BufferPages { name: String::new(), cpus: sources }];
+    buffers.extend(super::user::buffers(user)?);
     let wopts = td::WriterOptions {
         version: opts.version,
         compression: if opts.compress { td::Compression::Zstd } else { td::Compression::None },
