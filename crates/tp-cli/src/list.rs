@@ -1,9 +1,13 @@
-//! `tp list [GLOB]`: the running kernel's events, optionally with their fields.
+//! `tp list [GLOB]`: the running kernel's events, optionally with their fields; with
+//! `--program PATH`, a Rust program's own tracepoints (crate `tp`) the same way.
 
+use std::ffi::OsString;
 use std::io::Write;
+use std::path::Path;
 
-use anyhow::Context;
-use tp_tracefs::Tracefs;
+use anyhow::{bail, Context};
+use tp_format::format::EventFormat;
+use tp_tracefs::{EventId, Tracefs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -12,32 +16,146 @@ pub struct Args {
     /// Also print each event's fields (C type, name, offset, size).
     #[arg(short = 'F', long)]
     fields: bool,
+    /// List this program's tracepoints instead of the kernel's. The program is run with
+    /// `TP_LIST_FORMATS=FILE` (and no arguments); it must call `tp::init_from_env()`, which
+    /// writes every tracepoint's format there and exits.
+    #[arg(long, value_name = "PATH")]
+    program: Option<OsString>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(prog) = &args.program {
+        return run_program(Path::new(prog), &args);
+    }
     let fs = Tracefs::discover()?;
     let events = match &args.glob {
         Some(g) => fs.match_events(g)?,
         None => fs.available_events()?,
     };
     if events.is_empty() {
-        anyhow::bail!("no event matches {:?} (see `tp list`)", args.glob.unwrap_or_default());
+        bail!("no event matches {:?} (see `tp list`)", args.glob.clone().unwrap_or_default());
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for ev in &events {
         writeln!(out, "{ev}")?;
         if args.fields {
             let f = fs.event_format(ev).with_context(|| format!("reading the format of {ev}"))?;
-            for field in &f.fields {
-                let sign = if field.signed { "signed" } else { "unsigned" };
-                writeln!(
-                    out,
-                    "    {:<40} offset:{:<4} size:{:<4} {sign}",
-                    field.declaration, field.offset, field.size
-                )?;
+            print_fields(&mut out, &f)?;
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+fn print_fields(out: &mut impl Write, f: &EventFormat) -> std::io::Result<()> {
+    for field in &f.fields {
+        let sign = if field.signed { "signed" } else { "unsigned" };
+        writeln!(
+            out,
+            "    {:<40} offset:{:<4} size:{:<4} {sign}",
+            field.declaration, field.offset, field.size
+        )?;
+    }
+    Ok(())
+}
+
+fn run_program(prog: &Path, args: &Args) -> anyhow::Result<i32> {
+    let formats = program_formats(prog)?;
+    let ids: Vec<EventId> = formats.iter().map(|f| EventId::new(&f.system, &f.name)).collect();
+    let events: Vec<&EventId> = match &args.glob {
+        Some(g) => tp_tracefs::match_glob(&ids, g),
+        None => ids.iter().collect(),
+    };
+    if events.is_empty() {
+        match &args.glob {
+            None => bail!("{} has no tracepoints", prog.display()),
+            Some(g) => bail!(
+                "no tracepoint of {} matches {g:?} (see `tp list --program {}`)",
+                prog.display(),
+                prog.display()
+            ),
+        }
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for ev in events {
+        writeln!(out, "{ev}")?;
+        if args.fields {
+            if let Some(f) = formats.iter().find(|f| f.system == ev.system && f.name == ev.name) {
+                print_fields(&mut out, f)?;
             }
         }
     }
     out.flush()?;
     Ok(0)
+}
+
+/// Run `prog` with `TP_LIST_FORMATS` and parse what it writes: blocks of a `system: SYS`
+/// line, the event's `format` text and an empty line.
+fn program_formats(prog: &Path) -> anyhow::Result<Vec<EventFormat>> {
+    let dir = std::env::temp_dir().join(format!("tp-list-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("formats");
+    let _ = std::fs::remove_file(&file);
+    let run = std::process::Command::new(prog)
+        .env("TP_LIST_FORMATS", &file)
+        .env_remove("TP_RECORD")
+        .env_remove("TP_TEXT")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status();
+    let text = std::fs::read_to_string(&file);
+    let _ = std::fs::remove_dir_all(&dir);
+    let status = run.with_context(|| format!("running {}", prog.display()))?;
+    let text = match text {
+        Ok(t) if status.success() => t,
+        _ => bail!(
+            "{} did not list its tracepoints ({status}): does it call tp::init_from_env() at start?",
+            prog.display()
+        ),
+    };
+    parse_formats(&text)
+}
+
+fn parse_formats(text: &str) -> anyhow::Result<Vec<EventFormat>> {
+    let mut out = Vec::new();
+    let mut system: Option<&str> = None;
+    let mut block = String::new();
+    let mut flush = |system: Option<&str>, block: &mut String| -> anyhow::Result<()> {
+        if let Some(sys) = system {
+            if !block.trim().is_empty() {
+                let f = EventFormat::parse(sys, block)
+                    .map_err(|e| anyhow::anyhow!("format of a {sys} tracepoint: {e}"))?;
+                out.push(f);
+            }
+        }
+        block.clear();
+        Ok(())
+    };
+    for line in text.lines() {
+        if let Some(sys) = line.strip_prefix("system: ") {
+            flush(system, &mut block)?;
+            system = Some(sys.trim());
+        } else {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    flush(system, &mut block)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_formats_text() {
+        let one = "name: req\nID: 40000\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:u32 id;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"id=%u\", REC->id\n";
+        let text = format!("system: myapp\n{one}\nsystem: other\n{}\n", one.replace("req", "r2"));
+        let f = parse_formats(&text).unwrap();
+        assert_eq!(f.len(), 2);
+        assert_eq!((f[0].system.as_str(), f[0].name.as_str()), ("myapp", "req"));
+        assert_eq!((f[1].system.as_str(), f[1].name.as_str()), ("other", "r2"));
+        assert_eq!(f[0].fields.len(), 1);
+    }
 }
