@@ -65,6 +65,12 @@
 //! - A probe that never returns blocks every later unregister (read-copy-update waits for
 //!   it). Events fired from other thread-local destructors after tp's own thread context is
 //!   gone are not seen. After `fork`, the child does not record.
+//! - `tp record -e 'myapp:*' -- ./myapp` records the program's tracepoints only if it calls
+//!   [`init_from_env`] (tp passes `TP_EVENTS` and `TP_RECORD=DIR/user-%p.dat`). tp does not
+//!   start itself from an `.init_array` constructor as LTTng-UST does: before `main`, a
+//!   failure to start could only be ignored or abort the program, the program could not
+//!   pick its own sinks, and every binary linking `tp` would start a recorder thread whenever
+//!   the variables are inherited. One call at the top of `main` keeps this explicit.
 
 pub mod clock;
 mod ctx;
