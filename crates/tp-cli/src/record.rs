@@ -141,6 +141,12 @@ pub fn run(args: Args) -> Result<i32> {
         kernel = selections.clone();
     }
     if !user_globs.is_empty() {
+        if !args.quiet {
+            eprintln!(
+                "tp: no kernel event matches {}: recording it as the command's own tracepoints (TP_EVENTS)",
+                user_globs.join(", ")
+            );
+        }
         if args.clock != "mono" {
             eprintln!(
                 "tp: warning: the program's tracepoints are timestamped with CLOCK_MONOTONIC; with -C {} they will not share a timeline with the kernel's events (use the default -C mono)",
