@@ -205,7 +205,11 @@ pub fn write_tracedat_with_user(
         clock: meta.clock.clone(),
         uname: Some(meta.uname.clone()),
         cpustats: stats.iter().map(|s| s.text.clone()).collect(),
-        cpu_count: meta.cpu_count,
+        // A program's buffer has one stream per thread, maybe more than the CPUs.
+        cpu_count: user
+            .iter()
+            .flat_map(|u| u.dat.buffers.iter().map(|b| b.cpus.len() as u32))
+            .fold(meta.cpu_count, u32::max),
         ..td::Metadata::default()
     };
     let mut sources = Vec::new();
