@@ -59,7 +59,12 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("overhead.tp");
     // 32 MiB per thread, like the peer's 8 x 4 MiB sub-buffers.
-    let rec = tp::Recorder::builder(&path).pages_per_thread(8192).start().expect("recorder");
+    let rec = tp::Recorder::builder(&path)
+        .pages_per_thread(
+            std::env::var("TP_PAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(8192),
+        )
+        .start()
+        .expect("recorder");
     let (enabled, enabled_cpu) = run(n, threads);
     let stats = rec.stop().expect("write recording");
     println!("tp enabled {enabled:.2} ns/event");

@@ -3,8 +3,9 @@
 //!
 //! Calibration pairs `rdtsc` with `clock_gettime(CLOCK_MONOTONIC)` (keeping the tightest
 //! bracket of several tries) at start and again over longer windows from the recorder's
-//! background thread ([`recalibrate`]); a seqlock publishes each new conversion. Readers
-//! clamp per thread so time never goes backwards inside a buffer. Without a usable TSC
+//! background thread ([`recalibrate`]); a seqlock publishes each new conversion. The
+//! recorder stores raw TSC readings in its pages and converts them when its background
+//! thread takes a page ([`converter`]), clamping per stream so time never goes backwards. Without a usable TSC
 //! (not x86_64, or `TP_CLOCK=gettime`) it falls back to `clock_gettime`.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
@@ -86,11 +87,14 @@ pub fn init() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     let b = sample();
     let (dt, dn) = (b.0.wrapping_sub(a.0), b.1.wrapping_sub(a.1));
-    if dt == 0 || dn == 0 || dt > u64::MAX >> 1 {
+    let mult = ((dn as u128) << 32) / dt.max(1) as u128;
+    // A TSC slower than 1 GHz would make ns deltas larger than tick deltas, which the
+    // recorder's in-place page conversion can't hold: use clock_gettime then.
+    if dt == 0 || dn == 0 || dt > u64::MAX >> 1 || mult >= 1 << 32 {
         *anchor = Some((0, 0));
         return;
     }
-    publish(b.0, b.1, (((dn as u128) << 32) / dt as u128) as u64);
+    publish(b.0, b.1, mult as u64);
     *anchor = Some(a);
     USE_TSC.store(true, Ordering::Release);
 }
@@ -108,13 +112,17 @@ pub fn recalibrate() {
         return;
     }
     let mult = (((dn as u128) << 32) / dt as u128) as u64;
+    if mult >= 1 << 32 {
+        return;
+    }
     // Re-base at the current converted time so the timeline stays continuous.
     let now = convert(b.0);
     publish(b.0, now.max(b.1.min(now + 1000)), mult);
 }
 
+/// The published (base_tsc, base_ns, mult), read consistently.
 #[inline(always)]
-fn convert(tsc: u64) -> u64 {
+fn params() -> (u64, u64, u64) {
     loop {
         let s1 = SEQ.load(Ordering::Acquire);
         let bt = BASE_TSC.load(Ordering::Relaxed);
@@ -122,11 +130,36 @@ fn convert(tsc: u64) -> u64 {
         let m = MULT.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
         if s1 & 1 == 0 && SEQ.load(Ordering::Relaxed) == s1 {
-            let d = tsc.wrapping_sub(bt) as i64;
-            let off = ((d.unsigned_abs() as u128 * m as u128) >> 32) as u64;
-            return if d >= 0 { bn.wrapping_add(off) } else { bn.wrapping_sub(off) };
+            return (bt, bn, m);
         }
         std::hint::spin_loop();
+    }
+}
+
+#[inline(always)]
+fn apply(tsc: u64, (bt, bn, m): (u64, u64, u64)) -> u64 {
+    let d = tsc.wrapping_sub(bt) as i64;
+    let off = ((d.unsigned_abs() as u128 * m as u128) >> 32) as u64;
+    if d >= 0 {
+        bn.wrapping_add(off)
+    } else {
+        bn.wrapping_sub(off)
+    }
+}
+
+#[inline(always)]
+fn convert(tsc: u64) -> u64 {
+    apply(tsc, params())
+}
+
+/// The raw->ns conversion in effect now, to convert many readings with one snapshot (the
+/// recorder's background thread converts whole pages). Never maps a difference of `d` raw
+/// units to more than `d` ns (the TSC is only used when it ticks at 1 GHz or faster).
+pub(crate) fn converter() -> impl Fn(u64) -> u64 {
+    let p = if USE_TSC.load(Ordering::Acquire) { Some(params()) } else { None };
+    move |raw| match p {
+        Some(p) => apply(raw, p),
+        None => raw,
     }
 }
 
@@ -136,24 +169,25 @@ pub fn now_ns() -> u64 {
     from_raw(raw_now())
 }
 
-/// A raw clock reading (TSC ticks, or 0 when the TSC is not used); convert with
-/// [`from_raw`]. Split so callers can start the read early.
+/// A raw clock reading: TSC ticks, or CLOCK_MONOTONIC ns when the TSC is not used. Convert
+/// with [`from_raw`]. The recorder stores raw readings and converts whole pages later, off
+/// the hot path.
 #[inline(always)]
 pub fn raw_now() -> u64 {
     if USE_TSC.load(Ordering::Relaxed) {
         rdtsc()
     } else {
-        0
+        monotonic_ns()
     }
 }
 
 /// CLOCK_MONOTONIC nanoseconds for a [`raw_now`] reading.
 #[inline(always)]
 pub fn from_raw(raw: u64) -> u64 {
-    if raw != 0 {
+    if USE_TSC.load(Ordering::Relaxed) {
         convert(raw)
     } else {
-        monotonic_ns()
+        raw
     }
 }
 

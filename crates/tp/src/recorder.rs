@@ -4,7 +4,7 @@
 //! the main thread).
 
 use crate::ctx::ThreadCtx;
-use crate::ring::{PageRing, PAGE_SIZE};
+use crate::ring::{convert_page, PageRing, PAGE_SIZE};
 use crate::site::{Common, RecordWriter, Site};
 use std::fs::File;
 use std::io::Write;
@@ -220,7 +220,8 @@ fn spool_dir(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Record one event into the calling thread's ring (inside a read section).
+/// Record one event into the calling thread's ring (inside a read section). Returns the
+/// record and its raw timestamp.
 #[inline(always)]
 pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
     ctx: &ThreadCtx,
@@ -231,7 +232,8 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
 ) -> Option<(*const u8, u64)> {
     let gen = ACTIVE_GEN.load(Ordering::Acquire);
     let ring = if ctx.rec_gen.get() == gen { ctx.rec.get() } else { attach(ctx, gen)? };
-    let ts = crate::clock::from_raw(raw_ts);
+    // Pages hold raw readings; the background thread converts them to ns (`convert_page`).
+    let ts = raw_ts;
     // SAFETY: the ring of the current generation lives until the recording is finished,
     // which waits for this read section to end.
     let ring = unsafe { &*ring };
@@ -297,25 +299,30 @@ struct Spool {
     pages: Vec<u64>,
     events: Vec<u64>,
     info: Vec<(i32, String, u64)>,
+    /// Last timestamp (ns) of each stream, to keep converted times monotonic.
+    last_ns: Vec<u64>,
     error: Option<RecordError>,
 }
 
 impl Spool {
     /// Append a run of whole pages of `ring` to its spool file (no copy in user space).
-    fn pages(&mut self, ring: &Ring, run: &[u8]) {
+    fn pages(&mut self, ring: &Ring, run: &mut [u8]) {
         let cpu = ring.cpu;
         if self.files.len() <= cpu {
             self.files.resize_with(cpu + 1, || None);
             self.pages.resize(cpu + 1, 0);
             self.events.resize(cpu + 1, 0);
             self.info.resize(cpu + 1, (0, String::new(), 0));
+            self.last_ns.resize(cpu + 1, 0);
         }
         if self.info[cpu].1.is_empty() {
             self.info[cpu] = (ring.tid, ring.comm.clone(), 0);
         }
         self.info[cpu].2 = ring.pages.lost();
-        for page in run.chunks_exact(PAGE_SIZE) {
-            self.events[cpu] += crate::read::page_records(page).count() as u64;
+        // Raw clock readings -> CLOCK_MONOTONIC ns, in place, with one conversion snapshot.
+        let to_ns = crate::clock::converter();
+        for page in run.chunks_exact_mut(PAGE_SIZE) {
+            self.events[cpu] += convert_page(page, &mut self.last_ns[cpu], &to_ns);
         }
         self.pages[cpu] += (run.len() / PAGE_SIZE) as u64;
         if self.error.is_some() {
@@ -358,6 +365,7 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
         pages: Vec::new(),
         events: Vec::new(),
         info: Vec::new(),
+        last_ns: Vec::new(),
         error: None,
     };
     let start = Instant::now();
@@ -381,6 +389,7 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
                     spool.pages.resize(r.cpu + 1, 0);
                     spool.events.resize(r.cpu + 1, 0);
                     spool.info.resize(r.cpu + 1, (0, String::new(), 0));
+                    spool.last_ns.resize(r.cpu + 1, 0);
                 }
                 spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
             }

@@ -2,6 +2,10 @@
 //! `events/header_event`): a 16-byte page header (u64 timestamp, u64 commit), then events
 //! with a 4-byte header of 5-bit `type_len` and 27-bit `time_delta`, 4-byte aligned.
 //!
+//! Timestamps are written in raw clock units ([`crate::clock::raw_now`]: TSC ticks) and
+//! rewritten in place to CLOCK_MONOTONIC ns by [`convert_page`] when the consumer takes the
+//! page, which keeps the conversion off the hot path.
+//!
 //! One producer (the owning thread) fills pages; one consumer (the recorder's background
 //! thread) takes full ones. `head` counts pages the producer finished, `tail` pages the
 //! consumer took; the producer only starts a page when `head - tail < n`, otherwise the event
@@ -135,7 +139,8 @@ impl PageRing {
     #[cold]
     fn drop_event(&self, p: &mut Producer) -> Option<*mut u8> {
         p.pending_lost += 1;
-        self.lost.fetch_add(1, Ordering::Relaxed);
+        // Only the producer writes `lost`: no locked read-modify-write needed.
+        self.lost.store(self.lost.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         None
     }
 
@@ -207,7 +212,7 @@ impl PageRing {
     /// Consumer: call `f` with the full pages, oldest first, as runs of whole pages that are
     /// contiguous in memory (at most two per call: before and after the wrap), releasing
     /// each run after `f` returns. Returns the number of pages.
-    pub fn drain(&self, mut f: impl FnMut(&[u8])) -> usize {
+    pub fn drain(&self, mut f: impl FnMut(&mut [u8])) -> usize {
         let head = self.head.load(Ordering::Acquire);
         let mut tail = self.tail.load(Ordering::Relaxed);
         let n = head - tail;
@@ -216,16 +221,121 @@ impl PageRing {
             let run = (head - tail).min(len - tail % len);
             // SAFETY: pages in tail..head were finished by the producer (Acquire on head) and
             // are not touched by it until `tail` passes them; `run` pages from `tail % len`
-            // stay inside the array.
-            f(unsafe { std::slice::from_raw_parts(self.page_ptr(tail), run * PAGE_SIZE) });
+            // stay inside the array. Only the consumer (us) touches them until then.
+            f(unsafe { std::slice::from_raw_parts_mut(self.page_ptr(tail), run * PAGE_SIZE) });
             tail += run;
             self.tail.store(tail, Ordering::Release);
         }
         n
     }
 
-    /// Events dropped because the buffer was full (or the record too big).
+    /// Events dropped because the buffer was full (or the record too big). Read by the
+    /// consumer while the producer counts: a relaxed single-writer counter.
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// Rewrite the timestamps of one finished page from raw clock units to ns with `to_ns` (a
+/// monotonic map that never turns a difference of `d` units into more than `d` ns, so every
+/// delta still fits where it was). `last_ns` is the stream's previous timestamp: times are
+/// clamped to it so they never go backwards across recalibrations. Returns the number of
+/// data events in the page.
+pub fn convert_page(page: &mut [u8], last_ns: &mut u64, to_ns: impl Fn(u64) -> u64) -> u64 {
+    let rd32 = |p: &[u8], at: usize| u32::from_le_bytes(p[at..at + 4].try_into().unwrap());
+    let mut raw = u64::from_le_bytes(page[0..8].try_into().unwrap());
+    let commit = u64::from_le_bytes(page[8..16].try_into().unwrap());
+    let end = PAGE_HEADER + ((commit & 0x3fff_ffff) as usize).min(PAGE_DATA);
+    let mut ns = to_ns(raw).max(*last_ns);
+    page[0..8].copy_from_slice(&ns.to_le_bytes());
+    let mask = (1u64 << DELTA_BITS) - 1;
+    let mut pos = PAGE_HEADER;
+    let mut events = 0;
+    while pos + 4 <= end {
+        let w = rd32(page, pos);
+        let tl = w & 31;
+        let (delta, size) = match tl {
+            1..=28 => ((w >> 5) as u64, 4 + tl as usize * 4),
+            0 if pos + 8 <= end => ((w >> 5) as u64, 4 + rd32(page, pos + 4) as usize),
+            TYPE_TIME_EXTEND if pos + 8 <= end => {
+                (((rd32(page, pos + 4) as u64) << DELTA_BITS) | (w >> 5) as u64, 8)
+            }
+            29 if pos + 8 <= end => (0, 4 + rd32(page, pos + 4) as usize),
+            _ => break,
+        };
+        if tl != 29 {
+            raw = raw.wrapping_add(delta);
+            let mut d = to_ns(raw).max(ns) - ns;
+            if tl != TYPE_TIME_EXTEND {
+                d = d.min(mask);
+            }
+            ns += d;
+            if tl == TYPE_TIME_EXTEND {
+                page[pos..pos + 4].copy_from_slice(&(tl | ((d & mask) as u32) << 5).to_le_bytes());
+                page[pos + 4..pos + 8].copy_from_slice(&((d >> DELTA_BITS) as u32).to_le_bytes());
+            } else {
+                page[pos..pos + 4].copy_from_slice(&(tl | (d as u32) << 5).to_le_bytes());
+                events += 1;
+            }
+        }
+        pos += size;
+    }
+    *last_ns = ns;
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn convert_page_rewrites_raw_times_to_ns() {
+        let ring = PageRing::new(4);
+        // Raw readings: small steps, one step past the 27-bit delta (a time extend), and
+        // a big record (type_len 0).
+        let raws = [1_000u64, 1_010, 1_030, 1_030 + (3 << 27) + 5, 1_030 + (3 << 27) + 9];
+        for (i, &r) in raws.iter().enumerate() {
+            let len = if i == 4 { 200 } else { 12 };
+            // SAFETY: this test is the only producer.
+            let dst = unsafe { ring.reserve(len, r) }.unwrap();
+            // SAFETY: `reserve` gave `len` writable bytes.
+            unsafe { dst.write_bytes(i as u8, len) };
+        }
+        // SAFETY: as above.
+        unsafe { ring.finish_page() };
+        let to_ns = |raw: u64| 500 + raw / 2;
+        let mut last = 0;
+        let mut got = Vec::new();
+        ring.drain(|run| {
+            for page in run.chunks_exact_mut(PAGE_SIZE) {
+                assert_eq!(convert_page(page, &mut last, to_ns), 5);
+                got.extend(crate::read::page_records(page).map(|(t, r)| (t, r[0], r.len())));
+            }
+        });
+        let want: Vec<_> = raws
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| (to_ns(r), i as u8, if i == 4 { 200 } else { 12 }))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(last, to_ns(raws[4]));
+    }
+
+    #[test]
+    fn convert_page_never_goes_backwards() {
+        let ring = PageRing::new(4);
+        for r in [100u64, 200] {
+            // SAFETY: this test is the only producer.
+            unsafe { ring.reserve(8, r) }.unwrap();
+        }
+        // SAFETY: as above.
+        unsafe { ring.finish_page() };
+        // The previous page (under an older calibration) ended later than this one starts.
+        let mut last = 150;
+        ring.drain(|run| {
+            convert_page(run, &mut last, |raw| raw);
+            let ts: Vec<u64> = crate::read::page_records(run).map(|(t, _)| t).collect();
+            assert_eq!(ts, [150, 200]);
+        });
     }
 }

@@ -453,9 +453,11 @@ fn dispatch(
     let mut heap = Vec::new();
     let need_record = n_raw > 0 || sinks_on;
     let (record, ts): (&[u8], u64) = match rec {
-        // SAFETY: the recorder wrote `len` bytes there; the page can't be reused before this
-        // thread reserves again.
-        Some((p, ts)) => (unsafe { std::slice::from_raw_parts(p, len) }, ts),
+        Some((p, raw)) => {
+            // SAFETY: the recorder wrote `len` bytes there; the page can't be reused before
+            // this thread reserves again.
+            (unsafe { std::slice::from_raw_parts(p, len) }, crate::clock::from_raw(raw))
+        }
         None if need_record => {
             let dst = if len <= std::mem::size_of_val(&stack) {
                 stack.as_mut_ptr() as *mut u8
