@@ -71,19 +71,18 @@ pub fn gettid() -> i32 {
 }
 
 /// Guard that leaves a read section even when a probe panics.
-pub(crate) struct ReadGuard<'a>(pub &'a ThreadCtx);
+pub(crate) struct ReadGuard(Option<&'static crate::rcu::ReaderSlot>);
 
-impl<'a> ReadGuard<'a> {
+impl ReadGuard {
     #[inline(always)]
-    pub fn new(ctx: &'a ThreadCtx) -> Self {
-        ctx.reader.lock();
-        ReadGuard(ctx)
+    pub fn new(ctx: &ThreadCtx) -> Self {
+        ReadGuard(ctx.reader.enter())
     }
 }
 
-impl Drop for ReadGuard<'_> {
+impl Drop for ReadGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        self.0.reader.unlock();
+        Reader::exit(self.0);
     }
 }

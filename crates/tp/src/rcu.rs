@@ -110,6 +110,11 @@ fn alloc_slot() -> &'static ReaderSlot {
 }
 
 /// The calling thread's reader: one per thread, inside the thread context.
+///
+/// The slot's own state says whether the thread is inside a section (only the owning thread
+/// writes it), so the outermost [`enter`](Reader::enter) / [`exit`](Reader::exit) pair costs
+/// one load and two stores, with no counter to update; `nesting` counts only sections
+/// opened with [`lock`](Reader::lock) inside another one.
 pub struct Reader {
     slot: Cell<Option<&'static ReaderSlot>>,
     nesting: Cell<u32>,
@@ -120,43 +125,62 @@ impl Reader {
         Reader { slot: Cell::new(None), nesting: Cell::new(0) }
     }
 
-    /// Enter a read section (nestable).
+    #[cold]
+    #[inline(never)]
+    fn alloc(&self) -> &'static ReaderSlot {
+        let s = alloc_slot();
+        self.slot.set(Some(s));
+        s
+    }
+
+    /// Enter a read section. Returns the slot when this call opened the section (pass it
+    /// to [`exit`](Reader::exit)), `None` when the thread already was inside one.
     #[inline(always)]
+    pub fn enter(&self) -> Option<&'static ReaderSlot> {
+        let slot = match self.slot.get() {
+            Some(s) => s,
+            None => self.alloc(),
+        };
+        if slot.state.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        slot.state.store(EPOCH.load(Ordering::Acquire) | 1, Ordering::Relaxed);
+        if LIGHT_READERS.load(Ordering::Relaxed) {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+        Some(slot)
+    }
+
+    /// Leave the section [`enter`](Reader::enter) returned `opened` for (`None`: an inner
+    /// section, nothing to do).
+    #[inline(always)]
+    pub fn exit(opened: Option<&'static ReaderSlot>) {
+        if let Some(s) = opened {
+            s.state.store(0, Ordering::Release);
+        }
+    }
+
+    /// Enter a read section (nestable).
     pub fn lock(&self) {
-        let n = self.nesting.get();
-        self.nesting.set(n + 1);
-        if n == 0 {
-            let slot = match self.slot.get() {
-                Some(s) => s,
-                None => {
-                    let s = alloc_slot();
-                    self.slot.set(Some(s));
-                    s
-                }
-            };
-            slot.state.store(EPOCH.load(Ordering::Acquire) | 1, Ordering::Relaxed);
-            if LIGHT_READERS.load(Ordering::Relaxed) {
-                compiler_fence(Ordering::SeqCst);
-            } else {
-                fence(Ordering::SeqCst);
-            }
+        if self.enter().is_none() {
+            self.nesting.set(self.nesting.get() + 1);
         }
     }
 
     /// Leave a read section.
-    #[inline(always)]
     pub fn unlock(&self) {
-        let n = self.nesting.get() - 1;
-        self.nesting.set(n);
-        if n == 0 {
-            if let Some(s) = self.slot.get() {
-                s.state.store(0, Ordering::Release);
-            }
+        let n = self.nesting.get();
+        if n > 0 {
+            self.nesting.set(n - 1);
+        } else {
+            Reader::exit(self.slot.get());
         }
     }
 
     pub fn in_section(&self) -> bool {
-        self.nesting.get() > 0
+        self.slot.get().is_some_and(|s| s.state.load(Ordering::Relaxed) != 0)
     }
 
     /// This thread's slot, when it is inside a read section.
