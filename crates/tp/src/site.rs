@@ -419,13 +419,34 @@ pub fn emit<W: Fn(&mut RecordWriter, Common)>(
     write: W,
     args: *const (),
 ) {
-    // Read the clock first: its latency overlaps the bookkeeping below.
-    let tsc = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
+    // The common case, recorder only, gets a straight-line path of its own.
+    if state == RECORD {
+        // Read the clock first: its latency overlaps the bookkeeping below.
+        let raw = crate::clock::raw_now();
+        ctx::with(|ctx| {
+            let _g = ReadGuard::new(ctx);
+            crate::recorder::record(ctx, site, len, &write, raw);
+        });
+    } else {
+        emit_all(site, state, len, write, args);
+    }
+}
+
+/// The enabled path with probes or sinks.
+#[inline(never)]
+fn emit_all<W: Fn(&mut RecordWriter, Common)>(
+    site: &'static Site,
+    state: u8,
+    len: usize,
+    write: W,
+    args: *const (),
+) {
+    let raw = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
     ctx::with(|ctx| {
         let _g = ReadGuard::new(ctx);
         let mut rec = None;
         if state & RECORD != 0 {
-            rec = crate::recorder::record(ctx, site, len, &write, tsc);
+            rec = crate::recorder::record(ctx, site, len, &write, raw);
         }
         if state & (PROBES | SINKS) != 0 {
             dispatch(ctx, site, state, len, &write, rec, args);
