@@ -35,6 +35,8 @@ struct Producer {
     /// Start of the current page (valid while `page` is `Some`).
     cur: *mut u8,
     off: usize,
+    /// `PAGE_DATA` while `page` is `Some`, else 0 (so the fast path needs one test).
+    limit: usize,
     last_ts: u64,
     pending_lost: u64,
 }
@@ -69,6 +71,7 @@ impl PageRing {
                 page: None,
                 cur: core::ptr::null_mut(),
                 off: 0,
+                limit: 0,
                 last_ts: 0,
                 pending_lost: 0,
             }),
@@ -94,6 +97,54 @@ impl PageRing {
         let data_len = (len + 3) & !3;
         let hdr = if data_len <= MAX_SMALL_DATA { 4 } else { 8 };
         let ts = ts.max(p.last_ts);
+        let delta = ts - p.last_ts;
+        // One test for the common case: the event fits the current page without a time
+        // extend (`limit` is 0 while there is no current page).
+        if delta >> DELTA_BITS != 0 || p.off + hdr + data_len > p.limit {
+            // SAFETY: forwarded contract.
+            return unsafe { self.reserve_slow(p, len, ts) };
+        }
+        // SAFETY: the current page belongs to the producer and the event fits (checked).
+        Some(unsafe { Self::put(p, p.cur.add(PAGE_HEADER + p.off), delta, len, ts) })
+    }
+
+    /// Write the event header (`delta` < 2^27) at `at`, account for it, and return where the
+    /// record goes.
+    ///
+    /// # Safety
+    /// `at` is in the producer's current page with room for the header and the record.
+    #[inline(always)]
+    unsafe fn put(p: &mut Producer, at: *mut u8, delta: u64, len: usize, ts: u64) -> *mut u8 {
+        let data_len = (len + 3) & !3;
+        let hdr = if data_len <= MAX_SMALL_DATA { 4 } else { 8 };
+        let d = (delta as u32) << 5;
+        // SAFETY: the caller guarantees room for `hdr + data_len` bytes at `at`.
+        unsafe {
+            if hdr == 4 {
+                (at as *mut u32).write_unaligned(d | (data_len / 4) as u32);
+            } else {
+                (at as *mut u32).write_unaligned(d);
+                (at.add(4) as *mut u32).write_unaligned((data_len + 4) as u32);
+            }
+            if data_len != len {
+                // Zero the alignment padding so files are deterministic.
+                (at.add(hdr + data_len - 4) as *mut u32).write_unaligned(0);
+            }
+            p.off = at.offset_from(p.cur) as usize - PAGE_HEADER + hdr + data_len;
+            p.last_ts = ts;
+            at.add(hdr)
+        }
+    }
+
+    /// [`PageRing::reserve`] when the event needs a time extend or a new page.
+    ///
+    /// # Safety
+    /// As for [`PageRing::reserve`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn reserve_slow(&self, p: &mut Producer, len: usize, ts: u64) -> Option<*mut u8> {
+        let data_len = (len + 3) & !3;
+        let hdr = if data_len <= MAX_SMALL_DATA { 4 } else { 8 };
         let mut delta = ts - p.last_ts;
         let mut ext = if delta >> DELTA_BITS != 0 { 8 } else { 0 };
         if p.page.is_none() || p.off + ext + hdr + data_len > PAGE_DATA {
@@ -107,11 +158,10 @@ impl PageRing {
             }
             (delta, ext) = (0, 0);
         }
-        let page = p.cur;
         // SAFETY: the current page belongs to the producer; off + ext + hdr + data_len fits
         // in the page's data area (checked above).
         unsafe {
-            let mut at = page.add(PAGE_HEADER + p.off);
+            let mut at = p.cur.add(PAGE_HEADER + p.off);
             if ext != 0 {
                 let w = TYPE_TIME_EXTEND | (((delta & ((1 << DELTA_BITS) - 1)) as u32) << 5);
                 (at as *mut u32).write_unaligned(w);
@@ -119,20 +169,7 @@ impl PageRing {
                 at = at.add(8);
                 delta = 0;
             }
-            let d = (delta as u32) << 5;
-            if hdr == 4 {
-                (at as *mut u32).write_unaligned(d | (data_len / 4) as u32);
-            } else {
-                (at as *mut u32).write_unaligned(d);
-                (at.add(4) as *mut u32).write_unaligned((data_len + 4) as u32);
-            }
-            if data_len != len {
-                // Zero the alignment padding so files are deterministic.
-                (at.add(hdr + data_len - 4) as *mut u32).write_unaligned(0);
-            }
-            p.off += ext + hdr + data_len;
-            p.last_ts = ts;
-            Some(at.add(hdr))
+            Some(Self::put(p, at, delta, len, ts))
         }
     }
 
@@ -155,6 +192,7 @@ impl PageRing {
         p.page = Some(head);
         p.cur = page;
         p.off = 0;
+        p.limit = PAGE_DATA;
         p.last_ts = ts;
         true
     }
@@ -170,6 +208,7 @@ impl PageRing {
 
     unsafe fn finish_page_inner(&self, p: &mut Producer) {
         let Some(i) = p.page.take() else { return };
+        p.limit = 0;
         // SAFETY: forwarded contract.
         unsafe { self.seal(p, i) }
     }
