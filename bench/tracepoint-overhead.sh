@@ -21,6 +21,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 cargo build -q --release --example overhead -p tp --manifest-path "$root/Cargo.toml"
 ex="$CARGO_TARGET_DIR/release/examples/overhead"
 work=$(mktemp -d /tmp/tp-tpbench.XXXXXX)
+load_before=$(uptime | sed 's/.*load average/load average/')
 trap 'rm -rf "$work"' EXIT
 
 have_peer=1
@@ -88,4 +89,6 @@ printf '%-22s %12s %12s\n' "tp, 1 thread" "$(cpu tp1 disabled)" "$t1c"
 printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$(cpu tp2 disabled)" "$(cpu tp2 enabled)"
 printf '%-22s %12s %12s\n' "lttng-ust / tp" "" "$(ratio "$lt_cpu" "$t1c")"
 echo "tp events lost per round: 1 thread $(lost tp1), 2 threads $(lost tp2)"
+echo "tp enabled wall per round: 1 thread $(for r in $(seq "$ROUNDS"); do awk '/^tp enabled/ { print $3 }' "$work/tp1.$r"; done | paste -sd/ -), lttng-ust enabled wall per round: $(if [ $have_peer = 1 ]; then for r in $(seq "$ROUNDS"); do awk '/enabled/ { print $3 }' "$work/lt.$r"; done | paste -sd/ -; else echo n/a; fi)"
+echo "machine: $(nproc) cores; $load_before (before), $(uptime | sed 's/.*load average/load average/') (after)"
 [ $have_peer = 1 ] || echo "(lttng-ust peer not run: install lttng-tools liblttng-ust-dev)"

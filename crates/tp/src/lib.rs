@@ -55,9 +55,11 @@
 //!
 //! # Costs and limits
 //! - Disabled: one relaxed byte load and a branch per `trace_NAME` call.
-//! - Enabled with the recorder: about 16-17 ns of thread CPU time per three-integer event on
-//!   this project's AMD EPYC VM, of which `rdtsc` alone is ~12 ns; no lock, no shared write,
-//!   no allocation per event (see `examples/overhead.rs` and `bench/tracepoint-overhead.sh`).
+//! - Enabled with the recorder: about 12-13 ns of thread CPU time per three-integer event on
+//!   this project's AMD EPYC VM, of which `rdtsc` alone is ~11.5 ns; no lock, no shared
+//!   write, no allocation per event (see `examples/overhead.rs` and
+//!   `bench/tracepoint-overhead.sh`). Pages hold raw TSC readings; the background thread
+//!   converts them to CLOCK_MONOTONIC ns before writing.
 //! - The background thread writes about 28 bytes per such event to the spool file; when it
 //!   can't keep up (no free core), a thread's buffer fills and new events are dropped and
 //!   counted (stats `dropped events:` per stream, and the kernel's missed-events flags in
