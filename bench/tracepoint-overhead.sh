@@ -27,9 +27,14 @@ trap 'rm -rf "$work"' EXIT
 have_peer=1
 command -v lttng-sessiond >/dev/null || have_peer=0
 
+# Each program starts with no dirty page cache left by the previous one (its writeback
+# would compete for the 2 cores and throttle the next program's writes).
 for r in $(seq "$ROUNDS"); do
+  sync
   "$ex" "$N" 1 >"$work/tp1.$r" 2>"$work/tp1.err.$r"
+  sync
   "$ex" "$N" 2 >"$work/tp2.$r" 2>"$work/tp2.err.$r"
+  sync
   if [ $have_peer = 1 ]; then bash "$peer" "$N" >"$work/lt.$r" 2>/dev/null || have_peer=0; fi
 done
 
@@ -46,6 +51,7 @@ if [ $have_peer = 1 ] && command -v perf >/dev/null; then
   lttng enable-event -u -c ch 'bench:ev3' -s "$sess" >/dev/null
   lttng start "$sess" >/dev/null
   for r in $(seq "$ROUNDS"); do
+    sync
     perf stat -x, -e task-clock -o "$work/ltcpu.$r" -- "$work/ltbench" "$N" >/dev/null
     awk -F, -v n="$N" '$3 == "task-clock" { printf "cpu %.2f\n", $1 * 1e6 / n }' "$work/ltcpu.$r" >"$work/ltc.$r"
   done
