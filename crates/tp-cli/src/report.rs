@@ -128,6 +128,56 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         (_, true) => Mode::Raw,
         _ => Mode::Text,
     };
+    if !args.stat && args.buffer.is_none() && buffers.len() > 1 {
+        // Several buffers (e.g. the kernel's and a program's own tracepoints from
+        // `tp record`): one timeline, as trace-cmd report prints them, named buffers'
+        // lines prefixed with `NAME: `.
+        if header {
+            let entries: u64 = counts.iter().sum();
+            let overrun: u64 =
+                buffers.iter().map(|&b| stats_overrun(&dat.cpustats, &dat.buffers[b].name)).sum();
+            let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[0].cpus.len());
+            text::write_header(&mut out.buf, entries, entries + overrun, ncpus, options.columns);
+        }
+        out.flush()?;
+        let mut sources = Vec::new();
+        for (k, &b) in buffers.iter().enumerate() {
+            for (i, c) in dat.buffers[b].cpus.iter().enumerate() {
+                let id = ((k as u32) << pipeline::CPU_BITS) | c.cpu;
+                sources.push((id, dat.page_source(b, i)?));
+            }
+        }
+        let names: Vec<String> = buffers.iter().map(|&b| dat.buffers[b].name.clone()).collect();
+        let mut records = tp_format::tracedat::Records::new(dat.layout(), sources);
+        let cpu_mask = (1u32 << pipeline::CPU_BITS) - 1;
+        let errors = pipeline::run(&renderer, mode, &args.input, &names, |feed| {
+            let mut errors = 0;
+            while let Some(item) = records.next() {
+                match item {
+                    Ok(Item::Event(r)) => {
+                        if select(&args, &wanted, &renderer, r.cpu & cpu_mask, r.data).is_some() {
+                            feed.event(r.cpu, dat.adjust_ts(r.ts), r.data)?;
+                        }
+                    }
+                    Ok(Item::Lost(l)) => {
+                        if args.cpus.is_empty() || args.cpus.contains(&(l.cpu & cpu_mask)) {
+                            feed.lost(l.cpu, dat.adjust_ts(l.ts), l.count)?;
+                        }
+                    }
+                    Err(e) => {
+                        feed.error(e.to_string())?;
+                        errors += 1;
+                    }
+                }
+            }
+            Ok(errors)
+        })?;
+        out.flush()?;
+        drop(records);
+        std::mem::forget(renderer);
+        std::mem::forget(dat);
+        return Ok(if errors.unwrap_or(0) > 0 { 1 } else { 0 });
+    }
     for (k, &b) in buffers.iter().enumerate() {
         if buffers.len() > 1 && !args.json {
             out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers[b].name)));
@@ -166,7 +216,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // The worker owns stdout while it runs: what this thread has written goes first.
         out.flush()?;
         let mut records = dat.records(b)?;
-        let errors = pipeline::run(&renderer, mode, &args.input, |feed| {
+        let errors = pipeline::run(&renderer, mode, &args.input, &[], |feed| {
             let mut errors = 0;
             while let Some(item) = records.next() {
                 match item {

@@ -25,6 +25,11 @@ pub enum Mode {
     Json,
 }
 
+/// With several buffers merged, a record's CPU number carries its buffer's index in the
+/// bits above these (see [`run`]).
+pub const CPU_BITS: u32 = 24;
+const CPU_MASK: u32 = (1 << CPU_BITS) - 1;
+
 /// Events per batch, and record bytes per batch: large enough that the channel costs
 /// nothing per event, small enough that a few batches stay well under a megabyte each.
 const BATCH_EVENTS: usize = 4096;
@@ -154,10 +159,16 @@ impl Feed<'_> {
 /// Run `produce` on this thread, feeding workers that render in `mode` and write to
 /// stdout in batch order (stdout is theirs until this returns). `input` names the file in
 /// error messages. Returns what `produce` returned, or a write error.
+///
+/// `buffers` names the buffers of merged records: a record fed with CPU number
+/// `(k << CPU_BITS) | cpu` is printed as CPU `cpu`, its line prefixed with `NAME: ` when
+/// `buffers[k]` is a non-empty NAME (as trace-cmd report prints instances); in JSON it gets
+/// a `"buffer"` member. Empty: every record is the one buffer's, printed as it is.
 pub fn run<T>(
     renderer: &Renderer,
     mode: Mode,
     input: &str,
+    buffers: &[String],
     produce: impl FnOnce(&mut Feed<'_>) -> Result<T, Closed>,
 ) -> anyhow::Result<Option<T>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -166,7 +177,7 @@ pub fn run<T>(
     // Shared by the workers only: when they have all stopped, sending fails.
     let jobs = Arc::new(Mutex::new(rx));
     let (back_tx, free) = mpsc::channel::<Batch>();
-    let shared = Shared { renderer, mode, input, order: Order::default() };
+    let shared = Shared { renderer, mode, input, buffers, order: Order::default() };
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -288,6 +299,7 @@ struct Shared<'a> {
     renderer: &'a Renderer,
     mode: Mode,
     input: &'a str,
+    buffers: &'a [String],
     order: Order,
 }
 
@@ -321,7 +333,7 @@ impl Shared<'_> {
         let mut r = self.order.spare();
         r.out.clear();
         r.errors.clear();
-        render_batch(self.renderer, self.mode, &job.batch, &mut r.out, &mut r.errors);
+        render_batch(self.renderer, self.mode, self.buffers, &job.batch, &mut r.out, &mut r.errors);
         self.order.finish(job.seq, r, self.input)
     }
 }
@@ -340,21 +352,54 @@ fn write_batch(out: &str, errors: &[(usize, String)], input: &str) -> std::io::R
     lock.write_all(&out.as_bytes()[done..])
 }
 
+/// The name of the buffer of a merged record's CPU number (`None`: the top-level buffer or
+/// no merge).
+fn buffer_of(buffers: &[String], cpu: u32) -> Option<&str> {
+    buffers.get((cpu >> CPU_BITS) as usize).map(String::as_str).filter(|n| !n.is_empty())
+}
+
+/// `"buffer":"NAME",` for JSON.
+fn json_buffer(name: &str) -> String {
+    let mut s = String::from("\"buffer\":\"");
+    for c in name.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            c if (c as u32) < 0x20 => s.push_str(&format!("\\u{:04x}", c as u32)),
+            c => s.push(c),
+        }
+    }
+    s.push_str("\",");
+    s
+}
+
 fn render_batch(
     r: &Renderer,
     mode: Mode,
+    buffers: &[String],
     batch: &Batch,
     out: &mut String,
     errors: &mut Vec<(usize, String)>,
 ) {
     let special = |s: &Special, out: &mut String, errors: &mut Vec<(usize, String)>| match *s {
-        Special::Lost { cpu, ts, count } => match mode {
-            Mode::Json => out.push_str(&format!(
-                "{{\"lost\":{},\"cpu\":{cpu},\"ts\":{ts}}}\n",
-                count.map(|c| c.to_string()).unwrap_or_else(|| "null".into()),
-            )),
-            _ => text::write_lost(out, cpu, count),
-        },
+        Special::Lost { cpu: raw, ts, count } => {
+            let cpu = raw & CPU_MASK;
+            let buffer = buffer_of(buffers, raw);
+            match mode {
+                Mode::Json => out.push_str(&format!(
+                    "{{{}\"lost\":{},\"cpu\":{cpu},\"ts\":{ts}}}\n",
+                    buffer.map(json_buffer).unwrap_or_default(),
+                    count.map(|c| c.to_string()).unwrap_or_else(|| "null".into()),
+                )),
+                _ => {
+                    if let Some(b) = buffer {
+                        out.push_str(b);
+                        out.push_str(": ");
+                    }
+                    text::write_lost(out, cpu, count)
+                }
+            }
+        }
         Special::Error(ref m) => errors.push((out.len(), m.clone())),
     };
     let mut specials = batch.specials.iter().peekable();
@@ -366,7 +411,14 @@ fn render_batch(
         let end = e.end as usize;
         let data = &batch.data[start..end];
         start = end;
-        let (cpu, ts) = (e.cpu, e.ts);
+        let (cpu, ts) = (e.cpu & CPU_MASK, e.ts);
+        let buffer = if buffers.is_empty() { None } else { buffer_of(buffers, e.cpu) };
+        if mode != Mode::Json {
+            if let Some(b) = buffer {
+                out.push_str(b);
+                out.push_str(": ");
+            }
+        }
         match mode {
             Mode::Text => r.render_line(cpu, ts, data, out),
             Mode::Raw => {
@@ -375,7 +427,13 @@ fn render_batch(
                 out.push('\n');
             }
             Mode::Json => {
+                let at = out.len();
                 r.render_json(cpu, ts, data, out);
+                if let Some(b) = buffer {
+                    if out[at..].starts_with('{') {
+                        out.insert_str(at + 1, &json_buffer(b));
+                    }
+                }
                 out.push('\n');
             }
         }

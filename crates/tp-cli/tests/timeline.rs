@@ -1,0 +1,214 @@
+//! A Rust program's own tracepoints on the kernel's timeline: `tp record` with kernel and
+//! user-space event globs around the `tp` crate's `timeline` example, then `tp report` and
+//! `trace-cmd report` on the file; `tp list --program`. Needs root and tracefs (CI runs as
+//! root; fails loudly without them).
+//!
+//! The example is built by this test (`cargo build -p tp --example timeline`, into this test
+//! binary's own target directory and profile).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+const TP: &str = env!("CARGO_BIN_EXE_tp");
+const TRACEFS: &str = "/sys/kernel/tracing";
+const ROUNDS: usize = 5;
+/// More threads (streams of the program's buffer) than this VM has CPUs.
+const THREADS: usize = 6;
+
+fn require_tracefs() {
+    assert!(
+        Path::new(TRACEFS).join("instances").is_dir(),
+        "these tests need root and tracefs at {TRACEFS} (CI runs as root)"
+    );
+}
+
+/// The `timeline` example of crate `tp`, built once.
+fn example() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        // target/<profile>/deps/timeline-HASH
+        let me = std::env::current_exe().unwrap();
+        let profile_dir = me.parent().unwrap().parent().unwrap();
+        let target_dir = profile_dir.parent().unwrap();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "tp", "--example", "timeline", "--target-dir"])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("running cargo to build the timeline example");
+        assert!(st.success(), "cargo build -p tp --example timeline failed: {st}");
+        let exe = profile_dir.join("examples").join("timeline");
+        assert!(exe.is_file(), "{} missing after the build", exe.display());
+        exe
+    })
+}
+
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let p = std::env::temp_dir().join(format!("tp-timeline-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Record the example; returns (file, tp's pid = the example's parent, tp's stderr).
+fn record(tmp: &Tmp) -> (PathBuf, u32, String) {
+    let file = tmp.0.join("trace.dat");
+    let child = Command::new(TP)
+        .args(["record", "-e", "sched:sched_switch", "-e", "raw_syscalls:sys_enter"])
+        .args(["-e", "tpdemo:*", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(example())
+        .arg(ROUNDS.to_string())
+        .arg(THREADS.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tp_pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "tp record failed: {}\n{err}", out.status);
+    (file, tp_pid, err)
+}
+
+/// An event line: (timestamp in ns, pid, event name, the rest).
+type Ev<'a> = (u64, i32, &'a str, &'a str);
+
+/// `[... ts: name: rest]` of a report line.
+fn parse(line: &str) -> Option<Ev<'_>> {
+    let (head, tail) = line.split_once("]")?;
+    let task = head.rsplit_once('[')?.0.trim();
+    let pid: i32 = task.rsplit_once('-')?.1.trim().parse().ok()?;
+    let tail = tail.trim_start();
+    let (_, tail) = tail.split_once(' ')?; // flags
+    let (ts, tail) = tail.trim_start().split_once(": ")?;
+    let (s, ns) = ts.trim().split_once('.')?;
+    let ts = s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()? * 1000;
+    let (name, rest) = tail.split_once(": ")?;
+    Some((ts, pid, name.trim(), rest))
+}
+
+#[test]
+fn user_events_interleave_with_kernel_events() {
+    require_tracefs();
+    let tmp = Tmp::new("merge");
+    let (file, tp_pid, err) = record(&tmp);
+    assert!(err.contains("own tracepoints are in buffers timeline-"), "{err}");
+    let report = text(&run(Command::new(TP).arg("report").arg("-i").arg(&file)).stdout);
+    let lines: Vec<&str> = report.lines().collect();
+    let events: Vec<(usize, Ev<'_>)> =
+        lines.iter().enumerate().filter_map(|(i, l)| Some((i, parse(l)?))).collect();
+    let pid = events
+        .iter()
+        .find(|(_, e)| e.2 == "before_getppid")
+        .map(|(_, e)| e.1)
+        .unwrap_or_else(|| panic!("no before_getppid in the report:\n{report}"));
+    // The report is in time order, user and kernel events together.
+    for w in events.windows(2) {
+        assert!(w[0].1 .0 <= w[1].1 .0, "out of time order:\n{}\n{}", lines[w[0].0], lines[w[1].0]);
+    }
+    let ours: Vec<&Ev<'_>> = events.iter().map(|(_, e)| e).filter(|e| e.1 == pid).collect();
+    for round in 0..ROUNDS {
+        let before = format!("round={round} tag=timeline");
+        let after =
+            format!("round={round} ppid={tp_pid} magic={:#x}", 0xfeed_0000u64 + round as u64);
+        let b = ours
+            .iter()
+            .position(|e| e.2 == "before_getppid" && e.3.trim() == before)
+            .unwrap_or_else(|| panic!("no `before_getppid: {before}`:\n{report}"));
+        let a = ours
+            .iter()
+            .position(|e| e.2 == "after_getppid" && e.3.trim() == after)
+            .unwrap_or_else(|| panic!("no `after_getppid: {after}`:\n{report}"));
+        assert!(b < a, "round {round}: after_getppid before before_getppid:\n{report}");
+        // Between them, the getppid() call (NR 110 on x86_64) of this process, and in every
+        // round after the first (whose event also set up the thread's buffer, with mmap and
+        // so on) nothing else.
+        let between: Vec<&&Ev<'_>> = ours[b + 1..a].iter().collect();
+        let syscalls: Vec<_> = between.iter().filter(|e| e.2 == "sys_enter").collect();
+        let getppid: Vec<_> = syscalls.iter().filter(|e| e.3.starts_with("NR 110 ")).collect();
+        assert!(
+            getppid.len() == 1 && (round == 0 || syscalls.len() == 1),
+            "round {round}: between before_getppid and after_getppid: {between:?}"
+        );
+    }
+    // trace-cmd reads the file too, user buffer included.
+    let tc = text(&run(Command::new("trace-cmd").arg("report").arg("-i").arg(&file)).stdout);
+    assert_eq!(tc.matches("before_getppid").count(), ROUNDS, "{tc}");
+    assert_eq!(tc.matches("after_getppid").count(), ROUNDS, "{tc}");
+    assert!(tc.contains("NR 110 "), "{tc}");
+    for n in 0..THREADS {
+        let w = format!("worker: n={n}\n");
+        assert_eq!(report.matches(&w).count(), 1, "{w}{report}");
+        let in_tc = tc
+            .lines()
+            .filter(|l| l.contains(" worker: ") && l.trim_end().ends_with(&format!(" n={n}")))
+            .count();
+        assert_eq!(in_tc, 1, "trace-cmd: {w}{tc}");
+    }
+}
+
+#[test]
+fn a_program_without_tp_records_no_user_events_and_says_so() {
+    require_tracefs();
+    let tmp = Tmp::new("none");
+    let file = tmp.0.join("trace.dat");
+    let out = run(Command::new(TP)
+        .args(["record", "-q", "-e", "sched:sched_switch", "-e", "tpdemo:*", "-o"])
+        .arg(&file)
+        .args(["--", "true"]));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "no user-space events were recorded: does the program call tp::init_from_env()?"
+        ),
+        "{err}"
+    );
+    assert!(file.is_file());
+}
+
+#[test]
+fn list_a_programs_tracepoints() {
+    let out = run(Command::new(TP).arg("list").arg("--program").arg(example()));
+    assert_eq!(text(&out.stdout), "tpdemo:after_getppid\ntpdemo:before_getppid\ntpdemo:worker\n");
+    let out = run(Command::new(TP)
+        .args(["list", "-F", "--program"])
+        .arg(example())
+        .arg("tpdemo:before*"));
+    let s = text(&out.stdout);
+    assert!(s.starts_with("tpdemo:before_getppid\n"), "{s}");
+    assert!(s.contains("round") && s.contains("__data_loc char[] tag"), "{s}");
+    assert!(!s.contains("after_getppid"), "{s}");
+}
