@@ -230,7 +230,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
             format!("instances/{}", inst.name())
         };
         eprintln!(
-            "tp: recording {} events of {what} in {name} into {}{}",
+            "tp: recording {} event types of {what} in {name} into {}{}",
             events.len(),
             args.output.display(),
             if child.is_none() { " (Ctrl-C to stop)" } else { "" }
