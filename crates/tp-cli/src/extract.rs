@@ -15,15 +15,8 @@ pub struct Args {
     /// The instance to extract (default: the top-level buffer).
     #[arg(short = 'B', long = "instance", value_name = "NAME")]
     pub instance: Option<String>,
-    /// Output file.
-    #[arg(short = 'o', long = "output", default_value = "trace.dat")]
-    pub output: PathBuf,
-    /// Compression of the trace.dat sections (version 7 only).
-    #[arg(long, value_enum, default_value = "zstd")]
-    pub compress: Compression,
-    /// trace.dat version.
-    #[arg(long = "file-version", default_value = "7", value_parser = clap::value_parser!(u32).range(6..=7))]
-    pub file_version: u32,
+    #[command(flatten)]
+    pub file: crate::record::FileOpts,
     /// No summary.
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -41,16 +34,16 @@ pub fn run(args: Args) -> Result<i32> {
         None => Instance::top(&tfs),
     };
     let t0 = std::time::Instant::now();
-    if let Some(name) = args.output.file_name() {
-        let parent = match args.output.parent() {
+    if let Some(name) = args.file.output.file_name() {
+        let parent = match args.file.output.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
         crate::record::remove_stale_temp(&parent, &name.to_string_lossy());
     }
-    let dir = args.output.with_file_name(format!(
+    let dir = args.file.output.with_file_name(format!(
         ".{}.tp-{}.d",
-        args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        args.file.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         std::process::id()
     ));
     std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -69,7 +62,7 @@ pub fn run(args: Args) -> Result<i32> {
                 format!("instances/{}", inst.name())
             },
             t0.elapsed().as_secs_f64(),
-            args.output.display()
+            args.file.output.display()
         );
         if total_lost > 0 {
             eprintln!("tp: LOST EVENTS: {total_lost} (overwritten before they were read)");
@@ -106,9 +99,9 @@ fn extract(
     let meta = output::Metadata::collect(tfs, inst, &events, stats)?;
     let lost = output::lost_events(&meta, &files)?;
     let opts = output::WriteOptions {
-        version: args.file_version,
-        compress: args.compress == Compression::Zstd && args.file_version >= 7,
+        version: args.file.file_version,
+        compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
     };
-    output::write_tracedat(&args.output, &meta, &files, &opts)?;
+    output::write_tracedat(&args.file.output, &meta, &files, &opts)?;
     Ok((bytes, nevents, lost, meta))
 }

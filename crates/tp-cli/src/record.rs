@@ -49,8 +49,30 @@ pub struct Args {
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    /// Events to record: `sched`, `sched:sched_*`, `syscalls:sys_enter_openat`, `*:*`
-    /// (repeatable; as `tp list GLOB` shows).
+    #[command(flatten)]
+    pub trace: TraceOpts,
+    #[command(flatten)]
+    pub file: FileOpts,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the command
+    /// ends. A command still running then keeps running, untraced.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Use (and restore) an existing instance instead of a private one.
+    #[arg(short = 'B', long = "instance", value_name = "NAME")]
+    pub instance: Option<String>,
+    /// No status line and no summary.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// The command to trace, with its children: `tp record -e sched -- make -j2`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// What to trace and how the buffer runs: shared by `tp record` and `tp stream`.
+#[derive(clap::Args, Debug)]
+pub struct TraceOpts {
+    /// Events: `sched`, `sched:sched_*`, `syscalls:sys_enter_openat`, `*:*` (repeatable; as
+    /// `tp list GLOB` shows).
     #[arg(short = 'e', long = "event", value_name = "GLOB")]
     pub events: Vec<String>,
     /// Filter for the preceding -e, in the kernel's filter syntax (e.g. 'common_pid == 1').
@@ -68,6 +90,11 @@ pub struct Opts {
     /// Trace clock (local, global, mono, mono_raw, boot, x86-tsc, ...).
     #[arg(short = 'C', long = "clock", default_value = "mono")]
     pub clock: String,
+}
+
+/// The trace.dat written: shared by `tp record` and `tp extract`.
+#[derive(clap::Args, Debug)]
+pub struct FileOpts {
     /// Output file.
     #[arg(short = 'o', long = "output", default_value = "trace.dat")]
     pub output: PathBuf,
@@ -77,19 +104,6 @@ pub struct Opts {
     /// trace.dat version.
     #[arg(long = "file-version", default_value = "7", value_parser = clap::value_parser!(u32).range(6..=7))]
     pub file_version: u32,
-    /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the command
-    /// ends. A command still running then keeps running, untraced.
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Use (and restore) an existing instance instead of a private one.
-    #[arg(short = 'B', long = "instance", value_name = "NAME")]
-    pub instance: Option<String>,
-    /// No status line and no summary.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
-    /// The command to trace, with its children: `tp record -e sched -- make -j2`.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<OsString>,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -125,7 +139,7 @@ pub enum Stop {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
-    let selections = session::pair_filters(&argv, &args.events, &args.filters)?;
+    let selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
     // `system:name` globs no kernel event matches: the command's own tracepoints.
     let (mut kernel, mut user_globs) = if selections.is_empty() {
         (Vec::new(), Vec::new())
@@ -147,10 +161,10 @@ pub fn run(args: Args) -> Result<i32> {
                 user_globs.join(", ")
             );
         }
-        if args.clock != "mono" {
+        if args.trace.clock != "mono" {
             eprintln!(
                 "tp: warning: the program's tracepoints are timestamped with CLOCK_MONOTONIC; with -C {} they will not share a timeline with the kernel's events (use the default -C mono)",
-                args.clock
+                args.trace.clock
             );
         }
         if kernel.is_empty() && args.instance.is_none() {
@@ -168,18 +182,19 @@ pub fn run(args: Args) -> Result<i32> {
 fn target_of(args: &Opts) -> Target {
     if !args.command.is_empty() {
         Target::Command(args.command.clone())
-    } else if !args.pids.is_empty() {
-        Target::Pids(args.pids.clone())
+    } else if !args.trace.pids.is_empty() {
+        Target::Pids(args.trace.pids.clone())
     } else {
         Target::All
     }
 }
 
 fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Result<i32> {
-    if args.file_version == 6 && args.compress == Compression::Zstd && explicit_compress() {
+    if args.file.file_version == 6 && args.file.compress == Compression::Zstd && explicit_compress()
+    {
         bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
     }
-    let tmp = TempPages::new(&args.output)?;
+    let tmp = TempPages::new(&args.file.output)?;
     let user_dir = if user_globs.is_empty() {
         None
     } else {
@@ -193,7 +208,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     // Signals next: a Ctrl-C during setup must still clean up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let ncpus = tp_tracefs::sys::cpu_count();
-    let buffer_kb = args.buffer_kb.or(if args.instance.is_none() {
+    let buffer_kb = args.trace.buffer_kb.or(if args.instance.is_none() {
         Some(default_buffer_kb(ncpus))
     } else {
         None
@@ -202,7 +217,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         selections,
         target: target_of(args),
         buffer_kb,
-        clock: &args.clock,
+        clock: &args.trace.clock,
         instance: args.instance.as_deref(),
     };
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
@@ -232,7 +247,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         eprintln!(
             "tp: recording {} event types of {what} in {name} into {}{}",
             events.len(),
-            args.output.display(),
+            args.file.output.display(),
             if child.is_none() { " (Ctrl-C to stop)" } else { "" }
         );
     }
@@ -266,14 +281,14 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     let files: Vec<(u32, PathBuf)> = per_cpu.iter().map(|c| (c.cpu, tmp.path(c.cpu))).collect();
     let lost = output::lost_events(&meta, &files)?;
     let opts = output::WriteOptions {
-        version: args.file_version,
-        compress: args.compress == Compression::Zstd && args.file_version >= 7,
+        version: args.file.file_version,
+        compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
     };
     let users = match &user_dir {
         Some(d) => user::collect(d)?,
         None => Vec::new(),
     };
-    let written = output::write_tracedat_with_user(&args.output, &meta, &files, &opts, &users);
+    let written = output::write_tracedat_with_user(&args.file.output, &meta, &files, &opts, &users);
     // The instance goes before the summary so a slow terminal does not keep it alive.
     let inst_name = inst.name().to_string();
     inst.remove().with_context(|| format!("removing instance {inst_name}"))?;
@@ -281,7 +296,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     let bytes: u64 = per_cpu.iter().map(|c| c.bytes).sum();
     if !args.quiet {
         status::summary(
-            &args.output,
+            &args.file.output,
             elapsed,
             bytes,
             page_size,

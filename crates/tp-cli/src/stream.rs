@@ -28,24 +28,8 @@ pub struct Args {
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    /// Events: `sched`, `sched:sched_*`, `syscalls:sys_enter_openat`, `*:*` (repeatable).
-    #[arg(short = 'e', long = "event", value_name = "GLOB")]
-    pub events: Vec<String>,
-    /// Filter for the preceding -e, in the kernel's filter syntax.
-    #[arg(short = 'f', long = "filter", value_name = "FILTER")]
-    pub filters: Vec<String>,
-    /// Trace these processes (repeatable; all their threads).
-    #[arg(short = 'p', long = "pid", value_name = "PID")]
-    pub pids: Vec<i32>,
-    /// Trace all processes (the default without -p or a command).
-    #[arg(short = 'a', long = "all", conflicts_with = "pids")]
-    pub all: bool,
-    /// Per-CPU buffer size in KiB.
-    #[arg(short = 'b', long = "buffer-size", value_name = "KB")]
-    pub buffer_kb: Option<u64>,
-    /// Trace clock.
-    #[arg(short = 'C', long = "clock", default_value = "mono")]
-    pub clock: String,
+    #[command(flatten)]
+    pub trace: crate::record::TraceOpts,
     /// Stop after this long (e.g. 10s, 500ms).
     #[arg(long, value_parser = crate::record::parse_duration)]
     pub duration: Option<std::time::Duration>,
@@ -60,7 +44,7 @@ pub struct Opts {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
-    let selections = session::pair_filters(&argv, &args.events, &args.filters)?;
+    let selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
     let signals = Signals::install(&[
         libc::SIGINT,
         libc::SIGTERM,
@@ -70,8 +54,8 @@ pub fn run(args: Args) -> Result<i32> {
     ])?;
     let target = if !args.command.is_empty() {
         Target::Command(args.command.clone())
-    } else if !args.pids.is_empty() {
-        Target::Pids(args.pids.clone())
+    } else if !args.trace.pids.is_empty() {
+        Target::Pids(args.trace.pids.clone())
     } else {
         Target::All
     };
@@ -79,8 +63,8 @@ pub fn run(args: Args) -> Result<i32> {
     let settings = Settings {
         selections: &selections,
         target,
-        buffer_kb: Some(args.buffer_kb.unwrap_or(STREAM_BUFFER_KB)),
-        clock: &args.clock,
+        buffer_kb: Some(args.trace.buffer_kb.unwrap_or(STREAM_BUFFER_KB)),
+        clock: &args.trace.clock,
         instance: None,
     };
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
@@ -100,7 +84,7 @@ pub fn run(args: Args) -> Result<i32> {
     };
     let options = Options {
         columns: Columns { tgid: args.tgid, irq_info: true },
-        ts_in_ns: text::clock_is_ns(&args.clock),
+        ts_in_ns: text::clock_is_ns(&args.trace.clock),
         big_endian: false,
         long_size: 8,
     };
