@@ -152,6 +152,14 @@ mod writer {
     /// Rewrite a fixture's data buffer with tp's writer.
     pub(crate) fn rewrite(name: &str, version: u32, compression: Compression) -> Vec<u8> {
         let dat = TraceDat::open(Cursor::new(read(name))).unwrap();
+        let mut out = Cursor::new(Vec::new());
+        let opts = WriterOptions { version, compression, ..WriterOptions::default() };
+        Writer::new(opts).write(&mut out, &metadata_of(&dat), data_buffer(&dat)).unwrap();
+        out.into_inner()
+    }
+
+    /// The pages of a file's first buffer with data, as the writer takes them.
+    fn data_buffer(dat: &TraceDat<Cursor<Vec<u8>>>) -> Vec<BufferPages<'static>> {
         let idx = dat.buffers.iter().position(|b| !b.cpus.is_empty()).unwrap();
         let mut cpus = Vec::new();
         for (i, c) in dat.buffers[idx].cpus.iter().enumerate() {
@@ -162,11 +170,7 @@ mod writer {
             }
             cpus.push(CpuPages { cpu: c.cpu, pages: Box::new(Cursor::new(pages)) });
         }
-        let buffers = vec![BufferPages { name: dat.buffers[idx].name.clone(), cpus }];
-        let mut out = Cursor::new(Vec::new());
-        let opts = WriterOptions { version, compression, ..WriterOptions::default() };
-        Writer::new(opts).write(&mut out, &metadata_of(&dat), buffers).unwrap();
-        out.into_inner()
+        vec![BufferPages { name: dat.buffers[idx].name.clone(), cpus }]
     }
 
     fn round_trip(version: u32, compression: Compression) {
@@ -194,6 +198,35 @@ mod writer {
     #[test]
     fn round_trips_v6() {
         round_trip(6, Compression::None);
+    }
+
+    /// saved_tgids travel in tp's own option; trace-cmd still reads the file.
+    #[test]
+    fn tgids_round_trip_and_trace_cmd_skips_them() {
+        let src = TraceDat::open(Cursor::new(read("v7-zstd.dat"))).unwrap();
+        let mut meta = metadata_of(&src);
+        meta.tgids = "25614 25610\n25620 25620\n".into();
+        let dir = std::env::temp_dir().join(format!("tp-tgids-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for version in [6, 7] {
+            let mut out = Cursor::new(Vec::new());
+            let opts = WriterOptions { version, ..WriterOptions::default() };
+            Writer::new(opts).write(&mut out, &meta, data_buffer(&src)).unwrap();
+            let bytes = out.into_inner();
+            let dat = TraceDat::open(Cursor::new(bytes.clone())).unwrap();
+            assert_eq!(dat.cmdlines.tgid(25614), Some(25610), "v{version}");
+            assert_eq!(dat.cmdlines.tgid(25620), Some(25620), "v{version}");
+            assert_eq!(dat.cmdlines.known(25614), src.cmdlines.known(25614), "v{version}");
+            let path = dir.join(format!("v{version}.dat"));
+            std::fs::write(&path, bytes).unwrap();
+            let out = std::process::Command::new("trace-cmd")
+                .args(["report", "-i"])
+                .arg(&path)
+                .output()
+                .expect("trace-cmd must be installed");
+            assert!(out.status.success(), "v{version}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     /// `trace-cmd report` renders tp's files exactly as it renders its own original.

@@ -202,6 +202,7 @@ pub fn write_tracedat_with_user(
         kallsyms: meta.kallsyms.clone(),
         printk: meta.printk_formats.clone(),
         cmdlines,
+        tgids: meta.saved_tgids.clone(),
         clock: meta.clock.clone(),
         uname: Some(meta.uname.clone()),
         cpustats: stats.iter().map(|s| s.text.clone()).collect(),

@@ -111,6 +111,9 @@ pub mod option {
     pub const BTF_FILE: u16 = 23;
     pub const LAST_BOOT_INFO: u16 = 24;
     pub const MODULES_FILE: u16 = 25;
+    /// tp's own option: the `saved_tgids` text (`pid tgid` lines), for `tp report --tgid`.
+    /// trace-cmd has no option for it; readers skip an unknown option by its size.
+    pub const SAVED_TGIDS: u16 = 0x7470;
 }
 
 /// A trace.dat problem: where (file offset, section) and what.

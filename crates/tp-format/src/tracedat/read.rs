@@ -437,6 +437,7 @@ impl<R: Read + Seek> TraceDat<R> {
                 option::UNAME => self.uname = Some(text_of(d).trim_end().to_string()),
                 option::VERSION => self.tracer_version = Some(text_of(d).trim_end().to_string()),
                 option::CPUCOUNT => self.cpu_count = Some(o.u32()?),
+                option::SAVED_TGIDS => self.cmdlines.add_tgids(&text_of(d)),
                 option::TRACEID => self.trace_id = Some(o.u64()?),
                 option::TIME_SHIFT => self.has_time_shift = true,
                 option::TSC2NSEC => {
@@ -657,7 +658,8 @@ impl<R: Read + Seek> TraceDat<R> {
 
     fn parse_cmdlines(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
         let n = b.u64()?;
-        self.cmdlines = Cmdlines::parse(&b.text(n)?);
+        // Added to, not replaced: tgids from tp's option may have been read already.
+        self.cmdlines.add_cmdlines(&b.text(n)?);
         Ok(())
     }
 

@@ -39,6 +39,8 @@ pub struct Metadata {
     pub printk: String,
     /// `saved_cmdlines`.
     pub cmdlines: String,
+    /// `saved_tgids` (written as tp's own option when not empty).
+    pub tgids: String,
     /// Trace clock name, e.g. `mono`.
     pub clock: String,
     /// `uname -a`-like text of the traced machine.
@@ -62,6 +64,7 @@ impl Default for Metadata {
             kallsyms: String::new(),
             printk: String::new(),
             cmdlines: String::new(),
+            tgids: String::new(),
             clock: "local".into(),
             uname: None,
             cpustats: Vec::new(),
@@ -302,6 +305,9 @@ impl Writer {
         let mut c = Buf::new(self.opts.big_endian);
         c.u32(meta.cpu_count);
         b.option(option::CPUCOUNT, &c.v);
+        if !meta.tgids.is_empty() {
+            b.option_str(option::SAVED_TGIDS, &meta.tgids);
+        }
         if let Some(t) = meta.tsc2nsec {
             let mut c = Buf::new(self.opts.big_endian);
             c.u32(t.mult);
