@@ -148,35 +148,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         }
         let names: Vec<String> = buffers.iter().map(|&b| dat.buffers[b].name.clone()).collect();
-        let mut records = tp_format::tracedat::Records::new(dat.layout(), sources);
-        let cpu_mask = (1u32 << pipeline::CPU_BITS) - 1;
-        let errors = pipeline::run(&renderer, mode, &args.input, &names, |feed| {
-            let mut errors = 0;
-            while let Some(item) = records.next() {
-                match item {
-                    Ok(Item::Event(r)) => {
-                        if select(&args, &wanted, &renderer, r.cpu & cpu_mask, r.data).is_some() {
-                            feed.event(r.cpu, dat.adjust_ts(r.ts), r.data)?;
-                        }
-                    }
-                    Ok(Item::Lost(l)) => {
-                        if args.cpus.is_empty() || args.cpus.contains(&(l.cpu & cpu_mask)) {
-                            feed.lost(l.cpu, dat.adjust_ts(l.ts), l.count)?;
-                        }
-                    }
-                    Err(e) => {
-                        feed.error(e.to_string())?;
-                        errors += 1;
-                    }
-                }
-            }
-            Ok(errors)
+        let records = tp_format::tracedat::Records::new(dat.layout(), sources);
+        let errors = render_records(&args, &wanted, &renderer, mode, &names, records, |ts| {
+            dat.adjust_ts(ts)
         })?;
         out.flush()?;
-        drop(records);
         std::mem::forget(renderer);
         std::mem::forget(dat);
-        return Ok(if errors.unwrap_or(0) > 0 { 1 } else { 0 });
+        return Ok(if errors > 0 { 1 } else { 0 });
     }
     for (k, &b) in buffers.iter().enumerate() {
         if buffers.len() > 1 && !args.json {
@@ -215,30 +194,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         // The worker owns stdout while it runs: what this thread has written goes first.
         out.flush()?;
-        let mut records = dat.records(b)?;
-        let errors = pipeline::run(&renderer, mode, &args.input, &[], |feed| {
-            let mut errors = 0;
-            while let Some(item) = records.next() {
-                match item {
-                    Ok(Item::Event(r)) => {
-                        if select(&args, &wanted, &renderer, r.cpu, r.data).is_some() {
-                            feed.event(r.cpu, dat.adjust_ts(r.ts), r.data)?;
-                        }
-                    }
-                    Ok(Item::Lost(l)) => {
-                        if args.cpus.is_empty() || args.cpus.contains(&l.cpu) {
-                            feed.lost(l.cpu, dat.adjust_ts(l.ts), l.count)?;
-                        }
-                    }
-                    Err(e) => {
-                        feed.error(e.to_string())?;
-                        errors += 1;
-                    }
-                }
-            }
-            Ok(errors)
-        })?;
-        if errors.unwrap_or(0) > 0 {
+        let records = dat.records(b)?;
+        let errors =
+            render_records(&args, &wanted, &renderer, mode, &[], records, |ts| dat.adjust_ts(ts))?;
+        if errors > 0 {
             status = 1;
         }
     }
@@ -248,6 +207,44 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     std::mem::forget(renderer);
     std::mem::forget(dat);
     Ok(status)
+}
+
+/// Feed `records` through the render pipeline. `names` prefixes the lines of each buffer
+/// (source IDs carry the buffer's index above [`pipeline::CPU_BITS`]; empty: one buffer, no
+/// prefix). Returns how many errors were reported in the output.
+fn render_records(
+    args: &Args,
+    wanted: &EventFilter,
+    renderer: &Renderer,
+    mode: Mode,
+    names: &[String],
+    mut records: tp_format::tracedat::Records<'_>,
+    adjust_ts: impl Fn(u64) -> u64,
+) -> anyhow::Result<usize> {
+    let cpu_mask = (1u32 << pipeline::CPU_BITS) - 1;
+    let errors = pipeline::run(renderer, mode, &args.input, names, |feed| {
+        let mut errors = 0;
+        while let Some(item) = records.next() {
+            match item {
+                Ok(Item::Event(r)) => {
+                    if select(args, wanted, renderer, r.cpu & cpu_mask, r.data).is_some() {
+                        feed.event(r.cpu, adjust_ts(r.ts), r.data)?;
+                    }
+                }
+                Ok(Item::Lost(l)) => {
+                    if args.cpus.is_empty() || args.cpus.contains(&(l.cpu & cpu_mask)) {
+                        feed.lost(l.cpu, adjust_ts(l.ts), l.count)?;
+                    }
+                }
+                Err(e) => {
+                    feed.error(e.to_string())?;
+                    errors += 1;
+                }
+            }
+        }
+        Ok(errors)
+    })?;
+    Ok(errors.unwrap_or(0))
 }
 
 /// The common fields of a record that passes the CPU, event and pid filters.
