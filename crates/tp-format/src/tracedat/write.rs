@@ -389,14 +389,7 @@ impl Writer {
                     }
                     out.patch_u32(count_at, chunks)?;
                 } else {
-                    loop {
-                        let n = read_pages(&mut c.pages, &mut chunk, page, start)?;
-                        if n == 0 {
-                            break;
-                        }
-                        pages += (n / page) as u64;
-                        out.bytes(&chunk[..n])?;
-                    }
+                    pages += copy_pages(out, &mut c.pages, &mut chunk, page, start)?;
                 }
                 // Compressed: the size excludes the chunk count (as trace-cmd writes it).
                 let size = out.pos - start - if compressed { 4 } else { 0 };
@@ -526,15 +519,7 @@ impl Writer {
             for mut c in buf.cpus {
                 out.pad_to(page as u64)?;
                 let start = out.pos;
-                let mut pages = 0;
-                loop {
-                    let n = read_pages(&mut c.pages, &mut chunk, page, start)?;
-                    if n == 0 {
-                        break;
-                    }
-                    pages += (n / page) as u64;
-                    out.bytes(&chunk[..n])?;
-                }
+                let pages = copy_pages(out, &mut c.pages, &mut chunk, page, start)?;
                 let size = out.pos - start;
                 let slot = tables[bi] + c.cpu as u64 * 16;
                 let mut b = Buf::new(self.opts.big_endian);
@@ -550,6 +535,25 @@ impl Writer {
 
 /// Fill `buf` with whole pages from `r`; returns bytes read (a multiple of `page`; a short
 /// last page is padded with zeros).
+/// Copy one CPU's pages to `out` as they are; returns how many pages.
+fn copy_pages<W: Write + Seek>(
+    out: &mut Out<'_, W>,
+    r: &mut dyn Read,
+    chunk: &mut [u8],
+    page: usize,
+    start: u64,
+) -> Result<u64, Error> {
+    let mut pages = 0;
+    loop {
+        let n = read_pages(r, chunk, page, start)?;
+        if n == 0 {
+            return Ok(pages);
+        }
+        pages += (n / page) as u64;
+        out.bytes(&chunk[..n])?;
+    }
+}
+
 fn read_pages(r: &mut dyn Read, buf: &mut [u8], page: usize, at: u64) -> Result<usize, Error> {
     let mut n = 0;
     while n < buf.len() {
