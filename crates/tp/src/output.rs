@@ -3,10 +3,15 @@
 //! `format` under its system, the threads in `saved_cmdlines`, the clock `mono`, and per
 //! stream a `stats` text whose `dropped events:` line is the count of events lost because the
 //! thread's buffer was full (pages also carry it in their commit words, as the kernel's do).
+//!
+//! The spooled pages hold raw clock readings; they are converted to CLOCK_MONOTONIC ns here,
+//! while they are copied into the file, with the conversion calibrated over the whole
+//! recording (one linear map, so times stay monotonic within each stream).
 
 use crate::recorder::{RecordError, Stats};
+use crate::ring::{convert_page, PAGE_SIZE};
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use tp_format::tracedat::{BufferPages, Compression, CpuPages, Metadata, Writer, WriterOptions};
 
@@ -69,10 +74,12 @@ pub(crate) fn write(
         move |source| RecordError::Io { path: p, op, source }
     };
     let meta = metadata(&streams);
+    crate::clock::recalibrate();
     let mut cpus = Vec::new();
     for (i, s) in streams.iter().enumerate() {
         let f = File::open(&s.spool).map_err(err("open", &s.spool))?;
-        cpus.push(CpuPages { cpu: i as u32, pages: Box::new(BufReader::new(f)) });
+        let pages = NsPages::new(BufReader::with_capacity(1 << 20, f), crate::clock::converter());
+        cpus.push(CpuPages { cpu: i as u32, pages: Box::new(pages) });
     }
     let tmp = {
         let mut s = path.as_os_str().to_owned();
@@ -101,4 +108,42 @@ pub(crate) fn write(
         pages: streams.iter().map(|s| s.pages).sum(),
         streams: streams.len(),
     })
+}
+
+/// Reads whole pages of raw timestamps and hands them out with ns timestamps.
+struct NsPages<R, F> {
+    inner: R,
+    page: Box<[u8; PAGE_SIZE]>,
+    /// Bytes of `page` already handed out.
+    pos: usize,
+    last_ns: u64,
+    to_ns: F,
+}
+
+impl<R: Read, F: Fn(u64) -> u64> NsPages<R, F> {
+    fn new(inner: R, to_ns: F) -> Self {
+        NsPages { inner, page: Box::new([0; PAGE_SIZE]), pos: PAGE_SIZE, last_ns: 0, to_ns }
+    }
+}
+
+impl<R: Read, F: Fn(u64) -> u64> Read for NsPages<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == PAGE_SIZE {
+            // The spool holds whole pages: EOF is only allowed between them.
+            let mut got = 0;
+            while got < PAGE_SIZE {
+                match self.inner.read(&mut self.page[got..])? {
+                    0 if got == 0 => return Ok(0),
+                    0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    n => got += n,
+                }
+            }
+            convert_page(&mut self.page[..], &mut self.last_ns, &self.to_ns);
+            self.pos = 0;
+        }
+        let n = buf.len().min(PAGE_SIZE - self.pos);
+        buf[..n].copy_from_slice(&self.page[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
 }

@@ -26,7 +26,9 @@ fn compiler_fence(o: Ordering) {
     fence(o)
 }
 
-/// One thread's read-side state.
+/// One thread's read-side state, on cache lines of its own (its owner writes it twice per
+/// event).
+#[repr(align(128))]
 pub struct ReaderSlot {
     /// 0 when idle, `epoch | 1` inside a read section.
     state: AtomicU64,

@@ -4,7 +4,8 @@
 //! the main thread).
 
 use crate::ctx::ThreadCtx;
-use crate::ring::{convert_page, PageRing, PAGE_SIZE};
+use crate::output::Stream;
+use crate::ring::{PageRing, PAGE_SIZE};
 use crate::site::{Common, RecordWriter, Site};
 use std::fs::File;
 use std::io::Write;
@@ -232,7 +233,7 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
 ) -> Option<(*const u8, u64)> {
     let gen = ACTIVE_GEN.load(Ordering::Acquire);
     let ring = if ctx.rec_gen.get() == gen { ctx.rec.get() } else { attach(ctx, gen)? };
-    // Pages hold raw readings; the background thread converts them to ns (`convert_page`).
+    // Pages hold raw readings, converted to ns when the file is written (`output`).
     let ts = raw_ts;
     // SAFETY: the ring of the current generation lives until the recording is finished,
     // which waits for this read section to end.
@@ -292,87 +293,107 @@ pub(crate) fn thread_exit(ctx: &ThreadCtx) {
     }
 }
 
-/// Per-stream spool files, filled by the background thread.
+/// Per-stream spool files of raw pages, filled by the background thread (timestamps are
+/// converted to ns when the file is assembled, in `output`, off the recording's busy time).
 struct Spool {
     dir: PathBuf,
-    files: Vec<Option<File>>,
-    pages: Vec<u64>,
-    events: Vec<u64>,
-    info: Vec<(i32, String, u64)>,
-    /// Last timestamp (ns) of each stream, to keep converted times monotonic.
-    last_ns: Vec<u64>,
+    /// Indexed by stream number.
+    streams: Vec<Option<(File, Stream)>>,
     error: Option<RecordError>,
 }
 
 impl Spool {
-    /// Append a run of whole pages of `ring` to its spool file (no copy in user space).
-    fn pages(&mut self, ring: &Ring, run: &mut [u8]) {
-        let cpu = ring.cpu;
-        if self.files.len() <= cpu {
-            self.files.resize_with(cpu + 1, || None);
-            self.pages.resize(cpu + 1, 0);
-            self.events.resize(cpu + 1, 0);
-            self.info.resize(cpu + 1, (0, String::new(), 0));
-            self.last_ns.resize(cpu + 1, 0);
-        }
-        if self.info[cpu].1.is_empty() {
-            self.info[cpu] = (ring.tid, ring.comm.clone(), 0);
-        }
-        self.info[cpu].2 = ring.pages.lost();
-        // Raw clock readings -> CLOCK_MONOTONIC ns, in place, with one conversion snapshot.
-        let to_ns = crate::clock::converter();
-        for page in run.chunks_exact_mut(PAGE_SIZE) {
-            self.events[cpu] += convert_page(page, &mut self.last_ns[cpu], &to_ns);
-        }
-        self.pages[cpu] += (run.len() / PAGE_SIZE) as u64;
-        if self.error.is_some() {
-            return;
-        }
-        if self.files[cpu].is_none() {
-            let p = self.dir.join(format!("cpu{cpu}"));
-            match File::create(&p) {
-                Ok(f) => self.files[cpu] = Some(f),
-                Err(e) => {
-                    self.error = Some(io_err(&p, "create")(e));
-                    return;
-                }
-            }
-        }
-        if let Some(f) = self.files[cpu].as_mut() {
-            if let Err(e) = f.write_all(run) {
-                self.error = Some(io_err(&self.dir, "write spool in")(e));
+    /// Append a run of whole pages of `ring` to its spool file.
+    fn pages(&mut self, ring: &Ring, run: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.append(ring, run) {
+                self.error = Some(e);
             }
         }
     }
 
-    fn drain_all(&mut self, sh: &Shared) -> usize {
-        let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut n = 0;
-        for r in &rings {
-            n += r.pages.drain(|p| self.pages(r, p));
-            if self.info.len() > r.cpu {
-                self.info[r.cpu].2 = r.pages.lost();
-            }
+    fn append(&mut self, ring: &Ring, run: &[u8]) -> Result<(), RecordError> {
+        if self.streams.len() <= ring.cpu {
+            self.streams.resize_with(ring.cpu + 1, || None);
         }
-        n
+        let (file, stream) = match &mut self.streams[ring.cpu] {
+            Some(s) => s,
+            slot => {
+                let spool = self.dir.join(format!("cpu{}", ring.cpu));
+                let f = File::create(&spool).map_err(io_err(&spool, "create"))?;
+                let s = Stream {
+                    spool,
+                    pages: 0,
+                    events: 0,
+                    tid: ring.tid,
+                    comm: ring.comm.clone(),
+                    lost: 0,
+                };
+                slot.insert((f, s))
+            }
+        };
+        file.write_all(run).map_err(io_err(&stream.spool, "write"))?;
+        stream.pages += (run.len() / PAGE_SIZE) as u64;
+        Ok(())
+    }
+
+    /// Take the counters of `ring`: events in its finished pages, events dropped.
+    fn count(&mut self, ring: &Ring) {
+        if let Some(Some((_, s))) = self.streams.get_mut(ring.cpu) {
+            s.events = ring.pages.events();
+            s.lost = ring.pages.lost();
+        }
+    }
+
+    /// Drain a ring whose producer is gone for good.
+    fn drain_closed(&mut self, r: &Ring) {
+        r.pages.drain(|p| self.pages(r, p));
+        self.count(r);
+    }
+
+    /// Take the full pages of every ring that holds a batch of them, or of every ring when
+    /// `all`. Returns the pages taken and whether some ring is more than half full.
+    fn drain_all(&mut self, sh: &Shared, all: bool) -> (usize, bool) {
+        let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (mut n, mut behind) = (0, false);
+        for r in &rings {
+            let cap = r.pages.capacity();
+            if all || r.pages.ready() >= batch_pages(cap) {
+                n += r.pages.drain(|p| self.pages(r, p));
+                self.count(r);
+            }
+            behind |= r.pages.ready() > cap / 2;
+        }
+        (n, behind)
     }
 }
 
+/// The background thread takes a ring's pages once this many are full (or every
+/// [`MAX_HOLD`]): one write per batch instead of one per page. A consumer that takes each
+/// page right behind the producer made recording 50-60% slower per event (the producer ran
+/// at about 20 instead of 12.5 ns/event whenever the consumer kept up page by page), and
+/// big writes cost less per page.
+fn batch_pages(capacity: usize) -> usize {
+    (capacity / 4).clamp(1, 256)
+}
+
+/// How often the background thread looks at the rings.
+const POLL: Duration = Duration::from_millis(1);
+/// Longest time full pages wait in a ring before they are written.
+const MAX_HOLD: Duration = Duration::from_millis(100);
+
 fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
-    let mut spool = Spool {
-        dir,
-        files: Vec::new(),
-        pages: Vec::new(),
-        events: Vec::new(),
-        info: Vec::new(),
-        last_ns: Vec::new(),
-        error: None,
-    };
+    let mut spool = Spool { dir, streams: Vec::new(), error: None };
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
+    let mut last_all = Instant::now();
     loop {
         let stopping = sh.stop.load(Ordering::Acquire);
-        let n = spool.drain_all(&sh);
+        let all = stopping || last_all.elapsed() >= MAX_HOLD;
+        if all {
+            last_all = Instant::now();
+        }
+        let (_, behind) = spool.drain_all(&sh, all);
         // Retire rings of exited threads once drained.
         let closed: Vec<Arc<Ring>> = {
             let mut rings = sh.rings.lock().unwrap_or_else(|e| e.into_inner());
@@ -383,15 +404,7 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
         };
         if !closed.is_empty() {
             for r in &closed {
-                r.pages.drain(|p| spool.pages(r, p));
-                if spool.info.len() <= r.cpu {
-                    spool.files.resize_with(r.cpu + 1, || None);
-                    spool.pages.resize(r.cpu + 1, 0);
-                    spool.events.resize(r.cpu + 1, 0);
-                    spool.info.resize(r.cpu + 1, (0, String::new(), 0));
-                    spool.last_ns.resize(r.cpu + 1, 0);
-                }
-                spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
+                spool.drain_closed(r);
             }
             crate::rcu::synchronize();
             drop(closed);
@@ -403,10 +416,10 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
             crate::clock::recalibrate();
             next_cal *= 4;
         }
-        if n == 0 {
+        if !behind {
             let (m, cv) = &sh.wake;
             let g = m.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = cv.wait_timeout(g, Duration::from_millis(2));
+            let _ = cv.wait_timeout(g, POLL);
         }
     }
 }
@@ -445,38 +458,19 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
     for r in &rings {
         // SAFETY: no producer can touch the ring any more (generation retired, grace period
         // passed), so this thread may act as its producer.
-        r.pages.drain(|p| spool.pages(r, p));
-        // SAFETY: as above.
         unsafe { r.pages.close() };
-        r.pages.drain(|p| spool.pages(r, p));
-        if spool.info.len() > r.cpu {
-            spool.info[r.cpu] = (r.tid, r.comm.clone(), r.pages.lost());
-        }
+        spool.drain_closed(r);
     }
     let _ = act.started;
     Some(crate::output::write(&act.path, act.compression, spool_into_streams(spool)))
 }
 
-fn spool_into_streams(
-    mut spool: Spool,
-) -> Result<(PathBuf, Vec<crate::output::Stream>), RecordError> {
-    for f in spool.files.iter_mut().flatten() {
-        let _ = f.flush();
-    }
-    if let Some(e) = spool.error.take() {
+fn spool_into_streams(spool: Spool) -> Result<(PathBuf, Vec<Stream>), RecordError> {
+    if let Some(e) = spool.error {
         return Err(e);
     }
-    let streams = (0..spool.files.len())
-        .filter(|&i| spool.pages[i] > 0)
-        .map(|i| crate::output::Stream {
-            spool: spool.dir.join(format!("cpu{i}")),
-            pages: spool.pages[i],
-            events: spool.events[i],
-            tid: spool.info[i].0,
-            comm: spool.info[i].1.clone(),
-            lost: spool.info[i].2,
-        })
-        .collect();
+    // Closing the files is all the flushing they need (no user-space buffers).
+    let streams = spool.streams.into_iter().flatten().map(|(_, s)| s).collect();
     Ok((spool.dir, streams))
 }
 
