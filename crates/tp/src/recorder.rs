@@ -34,7 +34,7 @@ struct Shared {
     rings: Mutex<Vec<Arc<Ring>>>,
     pages_per_thread: usize,
     stop: AtomicBool,
-    wake: (Mutex<bool>, Condvar),
+    wake: Arc<Wake>,
     next_cpu: AtomicU64,
 }
 
@@ -133,7 +133,7 @@ impl RecorderBuilder {
             rings: Mutex::new(Vec::new()),
             pages_per_thread: self.pages_per_thread,
             stop: AtomicBool::new(false),
-            wake: (Mutex::new(false), Condvar::new()),
+            wake: Arc::new(Wake::default()),
             next_cpu: AtomicU64::new(0),
         });
         let gen = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
@@ -258,7 +258,10 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     };
     // Allocate outside the lock; `finish` can't take the rings before this read section ends.
     let ring = Arc::new(Ring {
-        pages: PageRing::new(sh.pages_per_thread),
+        pages: PageRing::with_nudge(sh.pages_per_thread, {
+            let w = sh.wake.clone();
+            Some(Box::new(move || w.nudge()))
+        }),
         cpu: sh.next_cpu.fetch_add(1, Ordering::Relaxed) as usize,
         tid: ctx.tid(),
         comm: thread_comm(),
@@ -352,20 +355,30 @@ impl Spool {
     }
 
     /// Take the full pages of every ring that holds a batch of them, or of every ring when
-    /// `all`. Returns the pages taken and whether some ring is more than half full.
-    fn drain_all(&mut self, sh: &Shared, all: bool) -> (usize, bool) {
+    /// `all`.
+    fn drain_all(&mut self, sh: &Shared, all: bool) -> Drained {
         let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let (mut n, mut behind) = (0, false);
+        let mut d = Drained::default();
         for r in &rings {
             let cap = r.pages.capacity();
-            if all || r.pages.ready() >= batch_pages(cap) {
-                n += r.pages.drain(|p| self.pages(r, p));
+            let ready = r.pages.ready();
+            d.active |= ready > 0;
+            if all || ready >= batch_pages(cap) {
+                r.pages.drain(|p| self.pages(r, p));
                 self.count(r);
             }
-            behind |= r.pages.ready() > cap / 2;
+            d.behind |= r.pages.ready() > cap / 2;
         }
-        (n, behind)
+        d
     }
+}
+
+#[derive(Default)]
+struct Drained {
+    /// Some ring had full pages.
+    active: bool,
+    /// Some ring is still more than half full.
+    behind: bool,
 }
 
 /// The background thread takes a ring's pages once this many are full (or every
@@ -377,8 +390,35 @@ fn batch_pages(capacity: usize) -> usize {
     (capacity / 4).clamp(1, 256)
 }
 
-/// How often the background thread looks at the rings.
+/// How often the background thread looks at the rings while events arrive; when none do, it
+/// looks less and less often, down to every [`IDLE_POLL`] (a producer whose ring is half
+/// full wakes it at once).
 const POLL: Duration = Duration::from_millis(1);
+const IDLE_POLL: Duration = Duration::from_millis(32);
+
+/// Wakes the background thread.
+#[derive(Default)]
+struct Wake {
+    nudged: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Wake {
+    fn nudge(&self) {
+        *self.nudged.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_one();
+    }
+
+    /// Sleep until nudged or `timeout` passed.
+    fn wait(&self, timeout: Duration) {
+        let g = self.nudged.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut g, _) = self
+            .cv
+            .wait_timeout_while(g, timeout, |nudged| !*nudged)
+            .unwrap_or_else(|e| e.into_inner());
+        *g = false;
+    }
+}
 /// Longest time full pages wait in a ring before they are written.
 const MAX_HOLD: Duration = Duration::from_millis(100);
 
@@ -387,13 +427,14 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
     let mut last_all = Instant::now();
+    let mut poll = POLL;
     loop {
         let stopping = sh.stop.load(Ordering::Acquire);
         let all = stopping || last_all.elapsed() >= MAX_HOLD;
         if all {
             last_all = Instant::now();
         }
-        let (_, behind) = spool.drain_all(&sh, all);
+        let drained = spool.drain_all(&sh, all);
         // Retire rings of exited threads once drained.
         let closed: Vec<Arc<Ring>> = {
             let mut rings = sh.rings.lock().unwrap_or_else(|e| e.into_inner());
@@ -416,10 +457,9 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
             crate::clock::recalibrate();
             next_cal *= 4;
         }
-        if !behind {
-            let (m, cv) = &sh.wake;
-            let g = m.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = cv.wait_timeout(g, POLL);
+        poll = if drained.active { POLL } else { (poll * 2).min(IDLE_POLL) };
+        if !drained.behind {
+            sh.wake.wait(poll);
         }
     }
 }
@@ -441,7 +481,7 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
     // After this, no producer is inside a read section that saw the old generation.
     crate::rcu::synchronize();
     act.shared.stop.store(true, Ordering::Release);
-    act.shared.wake.1.notify_all();
+    act.shared.wake.nudge();
     let mut spool = match act.drain.take().map(|h| h.join()) {
         Some(Ok(s)) => s,
         _ => {

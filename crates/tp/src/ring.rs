@@ -75,6 +75,9 @@ pub struct PageRing {
     tail: Line<AtomicUsize>,
     /// Read-only after construction (and `closed`, set once).
     pages: Box<[PageMem]>,
+    /// Called by the producer when the pages it finished since it last saw the consumer's
+    /// position reach half the ring (so a sleeping consumer can wake before the ring fills).
+    nudge: Option<Box<dyn Fn() + Send + Sync>>,
     /// Set when the owning thread finished its last page and will not write again.
     pub(crate) closed: AtomicBool,
 }
@@ -96,6 +99,11 @@ unsafe impl Send for PageRing {}
 
 impl PageRing {
     pub fn new(n_pages: usize) -> PageRing {
+        PageRing::with_nudge(n_pages, None)
+    }
+
+    /// A ring whose producer calls `nudge` when the ring fills up to half (see `nudge`).
+    pub fn with_nudge(n_pages: usize, nudge: Option<Box<dyn Fn() + Send + Sync>>) -> PageRing {
         let n = n_pages.max(2);
         PageRing {
             prod: Line(UnsafeCell::new(Producer {
@@ -116,6 +124,7 @@ impl PageRing {
             tail: Line(AtomicUsize::new(0)),
             // Written here, so every page is faulted in before the first event.
             pages: (0..n).map(|_| PageMem(UnsafeCell::new([0; PAGE_SIZE]))).collect(),
+            nudge,
             closed: AtomicBool::new(false),
         }
     }
@@ -292,6 +301,13 @@ impl PageRing {
         unsafe { (page.add(8) as *mut u64).write(commit) };
         self.shared_prod.events.store(p.events, Ordering::Relaxed);
         self.shared_prod.head.store(i + 1, Ordering::Release);
+        // `tail_seen` is refreshed only when the ring looks full, so this fires once per
+        // ring's worth of pages, possibly early: a consumer that wakes early sleeps again.
+        if i + 1 - p.tail_seen == self.pages.len() / 2 {
+            if let Some(f) = &self.nudge {
+                f();
+            }
+        }
     }
 
     /// Consumer: the number of full pages waiting.
