@@ -3,10 +3,13 @@
 //!
 //! Calibration pairs `rdtsc` with `clock_gettime(CLOCK_MONOTONIC)` (keeping the tightest
 //! bracket of several tries) at start and again over longer windows from the recorder's
-//! background thread ([`recalibrate`]); a seqlock publishes each new conversion. The
-//! recorder stores raw TSC readings in its pages and converts them when its background
-//! thread takes a page ([`converter`]), clamping per stream so time never goes backwards. Without a usable TSC
-//! (not x86_64, or `TP_CLOCK=gettime`) it falls back to `clock_gettime`.
+//! background thread ([`recalibrate`]); a seqlock publishes each new conversion, which live
+//! readers (probes, the text sink) use. The recorder stores raw TSC readings in its pages,
+//! takes a calibration point every second while it records ([`Anchors`]), and converts the
+//! pages when it writes the file, piecewise linearly between points: the kernel adjusts
+//! CLOCK_MONOTONIC's rate (NTP), and one average rate over hours would drift from it.
+//! Without a usable TSC (not x86_64, or `TP_CLOCK=gettime`) it falls back to
+//! `clock_gettime`.
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -152,14 +155,56 @@ fn convert(tsc: u64) -> u64 {
     apply(tsc, params())
 }
 
-/// The raw->ns conversion in effect now, to convert many readings with one snapshot (the
-/// recorder's background thread converts whole pages). Never maps a difference of `d` raw
-/// units to more than `d` ns (the TSC is only used when it ticks at 1 GHz or faster).
-pub(crate) fn converter() -> impl Fn(u64) -> u64 {
-    let p = if USE_TSC.load(Ordering::Acquire) { Some(params()) } else { None };
-    move |raw| match p {
-        Some(p) => apply(raw, p),
-        None => raw,
+/// Calibration points (raw, ns) taken over a recording, to convert its raw readings
+/// afterwards ([`Anchors::converter`]).
+#[derive(Debug, Default)]
+pub(crate) struct Anchors {
+    points: Vec<(u64, u64)>,
+}
+
+impl Anchors {
+    /// Take a point now (nothing to take when raw readings are already ns).
+    pub fn add(&mut self) {
+        if USE_TSC.load(Ordering::Acquire) {
+            self.points.push(sample());
+        }
+    }
+
+    /// The conversion: piecewise linear between the points, extended past the first and
+    /// last with their segments' rates. Readings of one stream come in increasing order,
+    /// which keeps finding the segment O(1). Never maps a difference of `d` raw units to
+    /// more than `d` ns (points that would are dropped), so deltas stay where they were.
+    pub fn converter(&self) -> impl Fn(u64) -> u64 + '_ {
+        let mut pts: Vec<(u64, u64)> = Vec::with_capacity(self.points.len());
+        for &(t, n) in &self.points {
+            match pts.last() {
+                Some(&(t0, n0)) if !(t > t0 && n > n0 && n - n0 <= t - t0) => {}
+                _ => pts.push((t, n)),
+            }
+        }
+        // Fewer than two points: the current published conversion.
+        let live = (pts.len() < 2 && USE_TSC.load(Ordering::Acquire)).then(params);
+        let seg = std::cell::Cell::new(0usize);
+        move |raw| {
+            if let Some(p) = live {
+                return apply(raw, p);
+            }
+            if pts.len() < 2 {
+                return raw;
+            }
+            let mut i = seg.get();
+            while i + 2 < pts.len() && raw >= pts[i + 1].0 {
+                i += 1;
+            }
+            while i > 0 && raw < pts[i].0 {
+                i -= 1;
+            }
+            seg.set(i);
+            let ((t0, n0), (t1, n1)) = (pts[i], pts[i + 1]);
+            let d = raw as i128 - t0 as i128;
+            let ns = n0 as i128 + d * (n1 - n0) as i128 / (t1 - t0) as i128;
+            ns.clamp(0, u64::MAX as i128) as u64
+        }
     }
 }
 
@@ -194,4 +239,35 @@ pub fn from_raw(raw: u64) -> u64 {
 /// Whether timestamps come from the TSC (else clock_gettime).
 pub fn uses_tsc() -> bool {
     USE_TSC.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchors_convert_piecewise_and_monotonic() {
+        // Two segments at different rates (0.5 then 0.25 ns per tick), plus a bad point (ns
+        // going back) that must be dropped.
+        let a = Anchors { points: vec![(1000, 100), (3000, 1100), (2500, 1200), (7000, 2100)] };
+        let f = a.converter();
+        assert_eq!(f(1000), 100);
+        assert_eq!(f(2000), 600);
+        assert_eq!(f(3000), 1100);
+        assert_eq!(f(5000), 1600);
+        assert_eq!(f(7000), 2100);
+        // Past the ends: the end segments' rates.
+        assert_eq!(f(11000), 3100);
+        assert_eq!(f(0), 0);
+        assert_eq!(f(800), 0);
+        // Going back to an earlier segment after a later one (another stream).
+        assert_eq!(f(2000), 600);
+        // Monotonic and never more ns than ticks.
+        let mut prev = f(0);
+        for raw in (0..12_000).step_by(7) {
+            let ns = f(raw);
+            assert!(ns >= prev && ns - prev <= 7, "raw {raw}: {prev} -> {ns}");
+            prev = ns;
+        }
+    }
 }

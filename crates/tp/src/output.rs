@@ -5,8 +5,8 @@
 //! thread's buffer was full (pages also carry it in their commit words, as the kernel's do).
 //!
 //! The spooled pages hold raw clock readings; they are converted to CLOCK_MONOTONIC ns here,
-//! while they are copied into the file, with the conversion calibrated over the whole
-//! recording (one linear map, so times stay monotonic within each stream).
+//! while they are copied into the file, with the calibration points taken over the recording
+//! (`clock::Anchors`: piecewise linear, so times stay monotonic within each stream).
 
 use crate::recorder::{RecordError, Stats};
 use crate::ring::{convert_page, PAGE_SIZE};
@@ -63,22 +63,28 @@ pub(crate) fn metadata(streams: &[Stream]) -> Metadata {
     }
 }
 
+/// A finished recording's spool: its directory, streams and clock calibration points.
+pub(crate) struct Spooled {
+    pub dir: PathBuf,
+    pub streams: Vec<Stream>,
+    pub anchors: crate::clock::Anchors,
+}
+
 pub(crate) fn write(
     path: &Path,
     compression: Compression,
-    spooled: Result<(PathBuf, Vec<Stream>), RecordError>,
+    spooled: Result<Spooled, RecordError>,
 ) -> Result<Stats, RecordError> {
-    let (dir, streams) = spooled?;
+    let Spooled { dir, streams, anchors } = spooled?;
     let err = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |source| RecordError::Io { path: p, op, source }
     };
     let meta = metadata(&streams);
-    crate::clock::recalibrate();
     let mut cpus = Vec::new();
     for (i, s) in streams.iter().enumerate() {
         let f = File::open(&s.spool).map_err(err("open", &s.spool))?;
-        let pages = NsPages::new(BufReader::with_capacity(1 << 20, f), crate::clock::converter());
+        let pages = NsPages::new(BufReader::with_capacity(1 << 20, f), anchors.converter());
         cpus.push(CpuPages { cpu: i as u32, pages: Box::new(pages) });
     }
     let tmp = {

@@ -4,7 +4,7 @@
 //! the main thread).
 
 use crate::ctx::ThreadCtx;
-use crate::output::Stream;
+use crate::output::{Spooled, Stream};
 use crate::ring::{PageRing, PAGE_SIZE};
 use crate::site::{Common, RecordWriter, Site};
 use std::fs::File;
@@ -139,9 +139,11 @@ impl RecorderBuilder {
         let gen = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
         let sh = shared.clone();
         let dir = spool_dir.clone();
+        let mut anchors = crate::clock::Anchors::default();
+        anchors.add();
         let drain = std::thread::Builder::new()
             .name("tp-recorder".into())
-            .spawn(move || drain_loop(sh, dir))
+            .spawn(move || drain_loop(sh, dir, anchors))
             .map_err(io_err(&self.path, "spawn recorder thread for"))?;
         *act = Some(Active {
             gen,
@@ -300,6 +302,8 @@ pub(crate) fn thread_exit(ctx: &ThreadCtx) {
 /// converted to ns when the file is assembled, in `output`, off the recording's busy time).
 struct Spool {
     dir: PathBuf,
+    /// Clock calibration points over the recording, to convert its timestamps with.
+    anchors: crate::clock::Anchors,
     /// Indexed by stream number.
     streams: Vec<Option<(File, Stream)>>,
     error: Option<RecordError>,
@@ -395,6 +399,8 @@ fn batch_pages(capacity: usize) -> usize {
 /// full wakes it at once).
 const POLL: Duration = Duration::from_millis(1);
 const IDLE_POLL: Duration = Duration::from_millis(32);
+/// How often the background thread takes a clock calibration point.
+const ANCHOR_EVERY: Duration = Duration::from_secs(1);
 
 /// Wakes the background thread.
 #[derive(Default)]
@@ -422,8 +428,9 @@ impl Wake {
 /// Longest time full pages wait in a ring before they are written.
 const MAX_HOLD: Duration = Duration::from_millis(100);
 
-fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
-    let mut spool = Spool { dir, streams: Vec::new(), error: None };
+fn drain_loop(sh: Arc<Shared>, dir: PathBuf, anchors: crate::clock::Anchors) -> Spool {
+    let mut spool = Spool { dir, anchors, streams: Vec::new(), error: None };
+    let mut last_anchor = Instant::now();
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
     let mut last_all = Instant::now();
@@ -456,6 +463,10 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf) -> Spool {
         if start.elapsed() >= next_cal {
             crate::clock::recalibrate();
             next_cal *= 4;
+        }
+        if last_anchor.elapsed() >= ANCHOR_EVERY {
+            spool.anchors.add();
+            last_anchor = Instant::now();
         }
         poll = if drained.active { POLL } else { (poll * 2).min(IDLE_POLL) };
         if !drained.behind {
@@ -505,13 +516,14 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
     Some(crate::output::write(&act.path, act.compression, spool_into_streams(spool)))
 }
 
-fn spool_into_streams(spool: Spool) -> Result<(PathBuf, Vec<Stream>), RecordError> {
+fn spool_into_streams(mut spool: Spool) -> Result<Spooled, RecordError> {
     if let Some(e) = spool.error {
         return Err(e);
     }
+    spool.anchors.add();
     // Closing the files is all the flushing they need (no user-space buffers).
     let streams = spool.streams.into_iter().flatten().map(|(_, s)| s).collect();
-    Ok((spool.dir, streams))
+    Ok(Spooled { dir: spool.dir, streams, anchors: spool.anchors })
 }
 
 fn install_exit_hooks() {

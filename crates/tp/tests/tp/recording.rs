@@ -199,3 +199,37 @@ fn trace_cmd_reports_the_recording() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The recorder's timestamps are CLOCK_MONOTONIC, also seconds into a recording (past
+/// several calibration points): each event carries `monotonic_ns()` read just before it
+/// fires, and its timestamp must be just after that.
+#[test]
+fn timestamps_follow_clock_monotonic() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("clock");
+    let path = dir.join("t.tp");
+    let rec = tp::Recorder::start(&path).unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_millis(2500) {
+        trace_ev3(0, 0, tp::clock::monotonic_ns() as i64);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    rec.stop().unwrap();
+    let r = read(&path);
+    let mut after: Vec<i128> = r
+        .records
+        .iter()
+        .map(|(_, ts, rec)| {
+            let f = r.format(u16::from_le_bytes([rec[0], rec[1]])).unwrap();
+            *ts as i128 - f.field("c").unwrap().read_int(rec, false).unwrap()
+        })
+        .collect();
+    assert!(after.len() > 100, "{} events", after.len());
+    after.sort();
+    let median = after[after.len() / 2];
+    // A little slack below zero for the calibration's error; preemption between the two
+    // clock reads can make single events late, not the median.
+    assert!(after[0] > -2_000, "event stamped {} ns before its clock read", -after[0]);
+    assert!(median < 20_000, "median event stamped {median} ns after its clock read");
+    std::fs::remove_dir_all(dir).unwrap();
+}
