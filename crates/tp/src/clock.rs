@@ -5,7 +5,7 @@
 //! bracket of several tries) at start and again over longer windows from the recorder's
 //! background thread ([`recalibrate`]); a seqlock publishes each new conversion, which live
 //! readers (probes, the text sink) use. The recorder stores raw TSC readings in its pages,
-//! takes a calibration point every second while it records ([`Anchors`]), and converts the
+//! takes a calibration point every second while it records (`Anchors`), and converts the
 //! pages when it writes the file, piecewise linearly between points: the kernel adjusts
 //! CLOCK_MONOTONIC's rate (NTP), and one average rate over hours would drift from it.
 //! Without a usable TSC (not x86_64, or `TP_CLOCK=gettime`) it falls back to

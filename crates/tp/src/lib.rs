@@ -55,15 +55,23 @@
 //!
 //! # Costs and limits
 //! - Disabled: one relaxed byte load and a branch per `trace_NAME` call.
-//! - Enabled with the recorder: about 12-13 ns of thread CPU time per three-integer event on
-//!   this project's AMD EPYC VM, of which `rdtsc` alone is ~11.5 ns; no lock, no shared
+//! - Enabled with the recorder: about 12.5 ns per three-integer event on this project's AMD
+//!   EPYC VM, of which `rdtsc` alone is ~11.5 ns (its throughput limit); no lock, no shared
 //!   write, no allocation per event (see `examples/overhead.rs` and
-//!   `bench/tracepoint-overhead.sh`). Pages hold raw TSC readings; the background thread
-//!   converts them to CLOCK_MONOTONIC ns before writing.
-//! - The background thread writes about 28 bytes per such event to the spool file; when it
-//!   can't keep up (no free core), a thread's buffer fills and new events are dropped and
-//!   counted (stats `dropped events:` per stream, and the kernel's missed-events flags in
-//!   the page headers).
+//!   `bench/tracepoint-overhead.sh`). The producer's state, the page counters it publishes
+//!   and the background thread's position sit on separate cache lines, and the background
+//!   thread takes pages in batches: taking each page right behind the producer made it run
+//!   at ~20 instead of ~12.5 ns/event. Pages hold raw TSC readings, converted to
+//!   CLOCK_MONOTONIC ns when the file is written, piecewise between calibration points taken
+//!   every second.
+//! - The background thread writes about 28 bytes per such event to the spool file. Writing
+//!   into the page cache runs at about 2 GB/s per core here, just under what one thread
+//!   firing back to back produces (~2.2 GB/s), so a burst longer than the buffer drops the
+//!   excess; `bench/recorder-sustained.sh` measured no loss up to 20-30 million events/s
+//!   per thread sustained (LTTng-UST can fire at most ~7.7 million/s here). Dropped events
+//!   are counted (stats `dropped events:` per stream, and the kernel's missed-events flags
+//!   in the page headers). With every core busy firing events, the background thread gets
+//!   no CPU and most of a long burst is dropped.
 //! - A probe that never returns blocks every later unregister (read-copy-update waits for
 //!   it). Events fired from other thread-local destructors after tp's own thread context is
 //!   gone are not seen. After `fork`, the child does not record.
@@ -182,7 +190,9 @@ pub mod __private {
     pub use crate::field::{print_kind_of, FieldDesc, FieldType, Layout};
     pub use crate::printk::{check as check_printk, Msg};
     pub use crate::registry::TRACEPOINTS;
-    pub use crate::site::{emit, Common, Meta, RecordWriter, TypedProbe};
+    pub use crate::site::{
+        Common, Emit, Everything, Meta, RecordOnly, RecordWriter, TypedProbe, RECORD,
+    };
     pub use core::marker::PhantomData;
     pub use linkme;
     pub use tp_macros::paste;

@@ -113,10 +113,39 @@ macro_rules! trace_event {
 
             #[cold]
             #[inline(never)]
-            #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+            #[allow(dead_code, clippy::too_many_arguments)]
             fn [<__tp_fire_ $name>](__tp_state: u8, $($arg: $aty),*) {
-                $( $crate::__private::tracepoint_arguments_must_be_copy::<$aty>(); )*
+                if __tp_state == $crate::__private::RECORD {
+                    [<__tp_build_ $name>](
+                        $crate::__private::RecordOnly(&[<__tp_site_ $name>]),
+                        $($arg),*
+                    );
+                } else {
+                    [<__tp_fire_all_ $name>](__tp_state, $($arg),*);
+                }
+            }
+
+            /// Probes or sinks listen: the arguments go into a tuple they can read.
+            #[cold]
+            #[inline(never)]
+            #[allow(dead_code, clippy::too_many_arguments)]
+            fn [<__tp_fire_all_ $name>](__tp_state: u8, $($arg: $aty),*) {
                 let __tp_args = ($($arg,)*);
+                [<__tp_build_ $name>](
+                    $crate::__private::Everything {
+                        site: &[<__tp_site_ $name>],
+                        state: __tp_state,
+                        args: &__tp_args as *const _ as *const (),
+                    },
+                    $($arg),*
+                );
+            }
+
+            /// Evaluate the field assignments once and emit the record through `__tp_to`.
+            #[inline(always)]
+            #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+            fn [<__tp_build_ $name>]<E: $crate::__private::Emit>(__tp_to: E, $($arg: $aty),*) {
+                $( $crate::__private::tracepoint_arguments_must_be_copy::<$aty>(); )*
                 let __tp_vals = [<__tp_vals_ $name>] {
                     $( $field: $crate::__tp_value!($field $($expr)?), )*
                     __tp_lt: $crate::__private::PhantomData,
@@ -124,11 +153,11 @@ macro_rules! trace_event {
                 const __TP_FIXED: usize = ::core::mem::size_of::<[<__tp_rec_ $name>]>();
                 let __tp_len = __TP_FIXED
                     $( + <$fty as $crate::__private::FieldType>::dyn_len(&__tp_vals.$field) )*;
-                $crate::__private::emit(
-                    &[<__tp_site_ $name>],
-                    __tp_state,
+                __tp_to.emit(
                     __tp_len,
-                    |__tp_w: &mut $crate::__private::RecordWriter, __common| {
+                    // `move`: the values travel in registers instead of being read back
+                    // from the stack.
+                    move |__tp_w: &mut $crate::__private::RecordWriter, __common| {
                         let mut __tp_off = __TP_FIXED;
                         __tp_w.fixed([<__tp_rec_ $name>] {
                             __common,
@@ -138,7 +167,6 @@ macro_rules! trace_event {
                         let mut __tp_at = __TP_FIXED;
                         $( __tp_w.dynamic::<$fty>(&mut __tp_at, &__tp_vals.$field); )*
                     },
-                    &__tp_args as *const _ as *const (),
                 );
             }
 

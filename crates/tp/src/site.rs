@@ -11,7 +11,7 @@ use tp_format::EventFormat;
 /// `state` bit: at least one typed or raw probe is registered on this site.
 pub(crate) const PROBES: u8 = 1;
 /// `state` bit: enabled and the in-process recorder is running.
-pub(crate) const RECORD: u8 = 2;
+pub const RECORD: u8 = 2;
 /// `state` bit: enabled and at least one global sink is attached.
 pub(crate) const SINKS: u8 = 4;
 
@@ -407,51 +407,54 @@ impl RecordWriter {
     }
 }
 
-/// The enabled path, inlined into each event's cold fire function.
-///
-/// `write(w, common)` writes the `len`-byte record; `args` points at the site's argument
-/// tuple (for typed probes).
-#[inline(always)]
-pub fn emit<W: Fn(&mut RecordWriter, Common)>(
-    site: &'static Site,
-    state: u8,
-    len: usize,
-    write: W,
-    args: *const (),
-) {
-    // The common case, recorder only, gets a straight-line path of its own.
-    if state == RECORD {
+/// Where a fired event goes: `trace_event!` builds the record writer once and hands it to
+/// one of the two paths below (the recorder only, or everything), chosen before the
+/// arguments are put anywhere.
+pub trait Emit {
+    /// `write(w, common)` writes the `len`-byte record.
+    fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W);
+}
+
+/// The common case, the recorder alone: a straight-line path of its own, with no argument
+/// tuple in memory.
+pub struct RecordOnly(pub &'static Site);
+
+impl Emit for RecordOnly {
+    #[inline(always)]
+    fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W) {
         // Read the clock first: its latency overlaps the bookkeeping below.
         let raw = crate::clock::raw_now();
         ctx::with(|ctx| {
             let _g = ReadGuard::new(ctx);
-            crate::recorder::record(ctx, site, len, &write, raw);
+            crate::recorder::record(ctx, self.0, len, &write, raw);
         });
-    } else {
-        emit_all(site, state, len, write, args);
     }
 }
 
-/// The enabled path with probes or sinks.
-#[inline(never)]
-fn emit_all<W: Fn(&mut RecordWriter, Common)>(
-    site: &'static Site,
-    state: u8,
-    len: usize,
-    write: W,
-    args: *const (),
-) {
-    let raw = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
-    ctx::with(|ctx| {
-        let _g = ReadGuard::new(ctx);
-        let mut rec = None;
-        if state & RECORD != 0 {
-            rec = crate::recorder::record(ctx, site, len, &write, raw);
-        }
-        if state & (PROBES | SINKS) != 0 {
-            dispatch(ctx, site, state, len, &write, rec, args);
-        }
-    });
+/// Probes and sinks (and the recorder, when on): `args` points at the site's argument tuple,
+/// which typed probes read.
+pub struct Everything {
+    pub site: &'static Site,
+    pub state: u8,
+    pub args: *const (),
+}
+
+impl Emit for Everything {
+    #[inline(always)]
+    fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W) {
+        let Everything { site, state, args } = self;
+        let raw = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
+        ctx::with(|ctx| {
+            let _g = ReadGuard::new(ctx);
+            let mut rec = None;
+            if state & RECORD != 0 {
+                rec = crate::recorder::record(ctx, site, len, &write, raw);
+            }
+            if state & (PROBES | SINKS) != 0 {
+                dispatch(ctx, site, state, len, &write, rec, args);
+            }
+        });
+    }
 }
 
 #[inline(never)]
