@@ -226,6 +226,17 @@ pub fn raw_now() -> u64 {
     }
 }
 
+/// A raw reading when it is a TSC read (no call); `None` when readings come from
+/// `clock_gettime`.
+#[inline(always)]
+pub(crate) fn raw_now_tsc() -> Option<u64> {
+    if USE_TSC.load(Ordering::Relaxed) {
+        Some(rdtsc())
+    } else {
+        None
+    }
+}
+
 /// CLOCK_MONOTONIC nanoseconds for a [`raw_now`] reading.
 #[inline(always)]
 pub fn from_raw(raw: u64) -> u64 {

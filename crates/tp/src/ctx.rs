@@ -23,6 +23,13 @@ impl ThreadCtx {
         }
     }
 
+    /// The thread id when [`ThreadCtx::tid`] was called before (the recorder calls it when
+    /// it gives the thread a ring), else 0.
+    #[inline(always)]
+    pub fn cached_tid(&self) -> i32 {
+        self.tid.get()
+    }
+
     #[inline(always)]
     pub fn tid(&self) -> i32 {
         let t = self.tid.get();
@@ -37,6 +44,7 @@ impl ThreadCtx {
 
 impl Drop for ThreadCtx {
     fn drop(&mut self) {
+        RECORDING_CTX.with(|c| c.set(core::ptr::null()));
         self.reader.lock();
         crate::recorder::thread_exit(self);
         self.reader.unlock();
@@ -45,6 +53,21 @@ impl Drop for ThreadCtx {
 
 thread_local! {
     static CTX: ThreadCtx = const { ThreadCtx::new() };
+    /// `CTX` once this thread records (set by the recorder when it gives the thread a ring,
+    /// cleared when `CTX` is torn down): a plain load for the recorder's fast path, without
+    /// the destructor-registration check every `CTX` access makes.
+    static RECORDING_CTX: Cell<*const ThreadCtx> = const { Cell::new(core::ptr::null()) };
+}
+
+/// This thread's context if it records (see `RECORDING_CTX`); null otherwise.
+#[inline(always)]
+pub(crate) fn recording_ctx() -> *const ThreadCtx {
+    RECORDING_CTX.with(Cell::get)
+}
+
+/// Mark `ctx` (this thread's context) as recording.
+pub(crate) fn set_recording_ctx(ctx: &ThreadCtx) {
+    RECORDING_CTX.with(|c| c.set(ctx));
 }
 
 /// Run `f` with this thread's context; `None` while the thread is being torn down.

@@ -139,10 +139,17 @@ impl Reader {
     /// to [`exit`](Reader::exit)), `None` when the thread already was inside one.
     #[inline(always)]
     pub fn enter(&self) -> Option<&'static ReaderSlot> {
-        let slot = match self.slot.get() {
-            Some(s) => s,
-            None => self.alloc(),
-        };
+        if self.slot.get().is_none() {
+            self.alloc();
+        }
+        self.enter_fast()
+    }
+
+    /// Open a read section if the thread has its slot and is not inside one already, with no
+    /// call; `None` otherwise (then nothing happened). Leave with [`exit`](Reader::exit).
+    #[inline(always)]
+    pub fn enter_fast(&self) -> Option<&'static ReaderSlot> {
+        let slot = self.slot.get()?;
         if slot.state.load(Ordering::Relaxed) != 0 {
             return None;
         }

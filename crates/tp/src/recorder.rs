@@ -247,6 +247,47 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
     Some((dst, ts))
 }
 
+/// [`record`] with no call at all, so the common case compiles to straight-line code with
+/// no registers to save: returns false, having written nothing, whenever something needs
+/// a call (the thread's first event, a new page, a time extend, a nested section); the
+/// caller then takes the full path.
+#[inline(always)]
+pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
+    site: &Site,
+    len: usize,
+    write: &W,
+    raw_ts: u64,
+) -> bool {
+    let ctx = crate::ctx::recording_ctx();
+    if ctx.is_null() {
+        return false;
+    }
+    // SAFETY: non-null only while this thread's context is alive (cleared in its drop).
+    let ctx = unsafe { &*ctx };
+    let Some(slot) = ctx.reader.enter_fast() else { return false };
+    let mut done = false;
+    if ctx.rec_gen.get() == ACTIVE_GEN.load(Ordering::Acquire) {
+        // SAFETY: the ring of the current generation lives until the recording is finished,
+        // which waits for this read section to end; this thread is its only producer.
+        let ring = unsafe { &*ctx.rec.get() };
+        // SAFETY: as above.
+        if let Some(dst) = unsafe { ring.pages.reserve_fast(len, raw_ts) } {
+            let common = Common {
+                common_type: site.id_relaxed(),
+                common_flags: 0,
+                common_preempt_count: 0,
+                // Set when the thread got its ring (`attach`).
+                common_pid: ctx.cached_tid(),
+            };
+            // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
+            write(&mut unsafe { RecordWriter::new(dst, len) }, common);
+            done = true;
+        }
+    }
+    crate::rcu::Reader::exit(Some(slot));
+    done
+}
+
 #[cold]
 #[inline(never)]
 fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
@@ -272,6 +313,7 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     sh.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
     ctx.rec.set(p);
     ctx.rec_gen.set(gen);
+    crate::ctx::set_recording_ctx(ctx);
     Some(p)
 }
 

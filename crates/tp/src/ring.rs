@@ -141,17 +141,34 @@ impl PageRing {
     /// must write the record before the next call.
     #[inline(always)]
     pub unsafe fn reserve(&self, len: usize, ts: u64) -> Option<*mut u8> {
+        // SAFETY: forwarded contract.
+        if let Some(dst) = unsafe { self.reserve_fast(len, ts) } {
+            return Some(dst);
+        }
+        // SAFETY: producer-only state (see the function's contract).
+        let p = unsafe { &mut *self.prod.get() };
+        let ts = ts.max(p.last_ts);
+        // SAFETY: forwarded contract.
+        unsafe { self.reserve_slow(p, len, ts) }
+    }
+
+    /// [`PageRing::reserve`] for the common case only, with no call: `None` when the event
+    /// needs a time extend or a new page (nothing was reserved then).
+    ///
+    /// # Safety
+    /// As for [`PageRing::reserve`].
+    #[inline(always)]
+    pub unsafe fn reserve_fast(&self, len: usize, ts: u64) -> Option<*mut u8> {
         // SAFETY: producer-only state (see the function's contract).
         let p = unsafe { &mut *self.prod.get() };
         let data_len = (len + 3) & !3;
         let hdr = if data_len <= MAX_SMALL_DATA { 4 } else { 8 };
         let ts = ts.max(p.last_ts);
         let delta = ts - p.last_ts;
-        // One test for the common case: the event fits the current page without a time
-        // extend (`limit` is 0 while there is no current page).
+        // One test: the event fits the current page without a time extend (`limit` is 0
+        // while there is no current page).
         if delta >> DELTA_BITS != 0 || p.off + hdr + data_len > p.limit {
-            // SAFETY: forwarded contract.
-            return unsafe { self.reserve_slow(p, len, ts) };
+            return None;
         }
         // SAFETY: the current page belongs to the producer and the event fits (checked).
         Some(unsafe { Self::put(p, p.cur.add(PAGE_HEADER + p.off), delta, len, ts) })

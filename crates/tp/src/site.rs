@@ -176,6 +176,13 @@ impl Site {
         self.id.load(Ordering::Relaxed)
     }
 
+    /// The event ID without making sure the registry is initialized (it is, once anything
+    /// listens).
+    #[inline(always)]
+    pub(crate) fn id_relaxed(&self) -> u16 {
+        self.id.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn set_id(&self, id: u16) {
         self.id.store(id, Ordering::Relaxed);
     }
@@ -423,12 +430,30 @@ impl Emit for RecordOnly {
     #[inline(always)]
     fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W) {
         // Read the clock first: its latency overlaps the bookkeeping below.
-        let raw = crate::clock::raw_now();
-        ctx::with(|ctx| {
-            let _g = ReadGuard::new(ctx);
-            crate::recorder::record(ctx, self.0, len, &write, raw);
-        });
+        let raw = crate::clock::raw_now_tsc();
+        if let Some(raw) = raw {
+            if crate::recorder::record_fast(self.0, len, &write, raw) {
+                return;
+            }
+        }
+        record_slow(self.0, len, write, raw);
     }
+}
+
+/// The recorder-only path when [`crate::recorder::record_fast`] can't take the event (or
+/// the clock is `clock_gettime`: `raw` is `None`).
+#[inline(never)]
+fn record_slow<W: Fn(&mut RecordWriter, Common)>(
+    site: &'static Site,
+    len: usize,
+    write: W,
+    raw: Option<u64>,
+) {
+    let raw = raw.unwrap_or_else(crate::clock::raw_now);
+    ctx::with(|ctx| {
+        let _g = ReadGuard::new(ctx);
+        crate::recorder::record(ctx, site, len, &write, raw);
+    });
 }
 
 /// Probes and sinks (and the recorder, when on): `args` points at the site's argument tuple,
@@ -513,7 +538,7 @@ fn dispatch(
 #[inline(always)]
 pub(crate) fn common(ctx: &ThreadCtx, site: &Site) -> Common {
     Common {
-        common_type: site.id.load(Ordering::Relaxed),
+        common_type: site.id_relaxed(),
         common_flags: 0,
         common_preempt_count: 0,
         common_pid: ctx.tid(),
