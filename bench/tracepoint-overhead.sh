@@ -7,7 +7,8 @@
 #        recorder on (1 thread, then 2 threads: the per-thread cost should stay flat).
 # peer:  ../shared/peers/lttng-ust/run.sh N (LTTng-UST, a real lttng session; needs Debian
 #        lttng-tools liblttng-ust-dev).
-# Each configuration runs ROUNDS times (default 3), interleaved; the median is reported.
+# Each configuration runs ROUNDS times (default 3), interleaved; the median is reported, and
+# the best round of each side (the least disturbed by the rest of the machine).
 # Wall-clock ns/event is what both programs print. On a busy machine wall time also counts
 # the time other processes took the core, so CPU time is reported too: tp's thread CPU
 # time per event (stderr of the example), and the LTTng peer's process task-clock
@@ -65,6 +66,10 @@ med() {
   for r in $(seq "$ROUNDS"); do awk -v pat="$2" -v f="$3" '$0 ~ pat { print $f }' "$work/$1.$r"; done |
     sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else print a[int((NR + 1) / 2)] }'
 }
+best() { # smallest of the numbers on lines matching $2 (field $3) across rounds of $1
+  for r in $(seq "$ROUNDS"); do awk -v pat="$2" -v f="$3" '$0 ~ pat { print $f }' "$work/$1.$r"; done |
+    sort -g | awk 'NR == 1 { print $1 } END { if (NR == 0) print "nan" }' | head -1
+}
 cpu() { # median thread-CPU ns/event from the example's stderr: $1 file prefix, $2 disabled|enabled
   for r in $(seq "$ROUNDS"); do
     sed -n "s/.*$2 \([0-9.]*\) ns\/event.*/\1/p" "$work/$1.err.$r"
@@ -88,6 +93,11 @@ printf '%-22s %12s %12s\n' "lttng-ust" "$ld" "$le"
 printf '%-22s %12s %12s\n' "tp, 1 thread" "$t1d" "$t1e"
 printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$t2d" "$t2e"
 printf '%-22s %12s %12s\n' "lttng-ust / tp" "$(ratio "$ld" "$t1d")" "$(ratio "$le" "$t1e")"
+if [ $have_peer = 1 ]; then lb=$(best lt "enabled" 3); else lb=nan; fi
+tb=$(best tp1 "^tp enabled" 3)
+printf '%-22s %12s %12s\n' "best round: lttng-ust" "" "$lb"
+printf '%-22s %12s %12s\n' "best round: tp" "" "$tb"
+printf '%-22s %12s %12s\n' "best lttng-ust / tp" "" "$(ratio "$lb" "$tb")"
 echo "CPU time, ns/event"
 t1c=$(cpu tp1 enabled)
 printf '%-22s %12s %12s\n' "lttng-ust (process)" "-" "$lt_cpu"
