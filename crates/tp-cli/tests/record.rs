@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 const TP: &str = env!("CARGO_BIN_EXE_tp");
@@ -75,7 +76,17 @@ impl Drop for Tmp {
     }
 }
 
+/// Every tp run removes the stale instances of dead tp processes when it starts. The test
+/// that checks this holds the write side while it makes one and lets its own run remove it;
+/// every other tp start in this file holds the read side (tests run in parallel).
+static TP_STARTS: RwLock<()> = RwLock::new(());
+
+fn starting() -> RwLockReadGuard<'static, ()> {
+    TP_STARTS.read().unwrap_or_else(|e| e.into_inner())
+}
+
 fn tp(args: &[&str]) -> Output {
+    let _g = starting();
     Command::new(TP).args(args).stdin(Stdio::null()).output().unwrap()
 }
 
@@ -181,6 +192,7 @@ fn command_exit_status_becomes_tps() {
 
 /// Start tp in the background, wait until it says it is recording.
 fn spawn_tp(args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let _g = starting();
     let mut child =
         Command::new(TP).args(args).stdin(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
@@ -273,6 +285,7 @@ fn filters_narrow_as_the_kernel_says() {
     // The filter applies to the preceding -e only.
     assert!(parsed.iter().any(|p| p.1 == "sched_process_exit"));
     // A filter the kernel rejects: its error_log message is shown, nothing is left behind.
+    let _g = starting();
     let c = Command::new(TP)
         .args([
             "record",
@@ -415,11 +428,16 @@ fn sigkill_leaves_a_stale_instance_the_next_run_removes() {
     let before = top_level();
     let (mut c, _err) = spawn_tp(&["record", "-e", "sched", "-o", f.to_str().unwrap()]);
     let name = format!("tp-{}", c.id());
+    // No other tp may start (and remove the stale instance) until this test's next run has.
+    let _w = TP_STARTS.write().unwrap_or_else(|e| e.into_inner());
     c.kill().unwrap();
     c.wait().unwrap();
     assert!(Path::new(TRACEFS).join("instances").join(&name).exists());
-    let out =
-        tp(&["record", "-e", "sched:sched_process_exit", "-o", f.to_str().unwrap(), "--", "true"]);
+    let out = Command::new(TP)
+        .args(["record", "-e", "sched:sched_process_exit", "-o", f.to_str().unwrap(), "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(&format!("removed stale instance instances/{name}")), "{stderr}");
@@ -478,6 +496,7 @@ fn trace_cmd_reads_every_flavour() {
 #[test]
 fn error_and_panic_paths_remove_the_instance() {
     require_tracefs();
+    let _g = starting();
     let before = top_level();
     // Error after the instance exists: the output directory does not exist.
     let c = Command::new(TP)
@@ -558,6 +577,7 @@ fn stream_prints_every_event_live() {
     let n = text.lines().filter(|l| l.contains(" sys_enter: NR 110 (")).count();
     assert_eq!(n, 1234);
     // A closed stdout ends tp quietly and still cleans up.
+    let _g = starting();
     let mut c = Command::new(TP)
         .args(["stream", "-e", "sched", "-e", "raw_syscalls"])
         .stdout(Stdio::piped())
@@ -623,4 +643,42 @@ fn non_root_is_told_to_run_as_root() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("run as root"), "{stderr}");
     assert!(!stderr.contains("not mounted"), "{stderr}");
+}
+
+/// `-a` records every process but tp's own threads (as trace-cmd leaves out its own): their
+/// splice()s and writes would otherwise fill the recording with the recorder's own work.
+#[test]
+fn all_processes_leave_out_tps_own_threads() {
+    require_tracefs();
+    let t = Tmp::new("all");
+    let f = t.file("t.dat");
+    let (child, err) = spawn_tp(&[
+        "record",
+        "-a",
+        "-e",
+        "raw_syscalls:sys_enter",
+        "--duration",
+        "1",
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    // Recording: tp's threads (main and one capture thread per CPU) exist now.
+    let task = format!("/proc/{}/task", child.id());
+    let tp_tids: Vec<i32> = std::fs::read_dir(&task)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    assert!(tp_tids.len() > 1, "{tp_tids:?}");
+    // This thread's own syscalls meanwhile.
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = rest(err);
+    assert!(out.status.success(), "{stderr}");
+    let pids: Vec<i32> =
+        report_lines(&f).iter().filter_map(|l| parse_line(l)).map(|(p, _, _)| p).collect();
+    assert!(pids.len() >= 50, "only {} events: {stderr}", pids.len());
+    let own = pids.iter().filter(|p| tp_tids.contains(p)).count();
+    assert_eq!(own, 0, "{own} events of tp's own threads {tp_tids:?}");
 }

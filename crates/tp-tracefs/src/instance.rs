@@ -216,6 +216,12 @@ impl Instance {
         self.write("set_event_pid", if s.is_empty() { "" } else { &s })
     }
 
+    /// Never trace these pids (`set_event_notrace_pid`), e.g. the recorder's own threads.
+    pub fn set_event_notrace_pids(&self, pids: &[i32]) -> Result<()> {
+        let s: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+        self.write("set_event_notrace_pid", &s.join(" "))
+    }
+
     /// Also trace the children of traced pids (`options/event-fork`).
     pub fn set_event_fork(&self, on: bool) -> Result<()> {
         self.set_option("event-fork", on)
@@ -337,6 +343,7 @@ impl Instance {
             let _ = sys::write_file(&self.file("tracing_on"), b"0");
             let _ = sys::write_file(&self.file("set_event"), b"");
             let _ = sys::write_file(&self.file("set_event_pid"), b"");
+            let _ = sys::write_file(&self.file("set_event_notrace_pid"), b"");
             rmdir_retry(&self.dir)
         } else {
             let saved = std::mem::take(&mut *self.saved.lock().unwrap_or_else(|e| e.into_inner()));

@@ -176,8 +176,11 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
     Ok(Session { tfs, inst, events, child, traced_pids })
 }
 
-/// Turn tracing on, then let the child run.
+/// Turn tracing on, then let the child run. tp's own threads (the capture threads exist by
+/// now) are left out of the recording, as trace-cmd leaves out its own: with `-a` they
+/// would record their own reading of the buffers.
 pub fn start(inst: &Instance, child: &mut Option<GatedChild>) -> Result<()> {
+    inst.set_event_notrace_pids(&process::threads_of(std::process::id() as i32)?)?;
     inst.set_tracing_on(true)?;
     if let Some(c) = child {
         c.release()?;
