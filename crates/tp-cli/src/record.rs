@@ -81,6 +81,9 @@ pub struct TraceOpts {
     /// Trace these processes (repeatable; all their threads).
     #[arg(short = 'p', long = "pid", value_name = "PID")]
     pub pids: Vec<i32>,
+    /// With -p: also trace the processes they start from now on (trace-cmd's -c).
+    #[arg(short = 'c', long = "children", requires = "pids")]
+    pub children: bool,
     /// Trace all processes (the default without -p or a command).
     #[arg(short = 'a', long = "all", conflicts_with = "pids")]
     pub all: bool,
@@ -183,7 +186,7 @@ fn target_of(args: &Opts) -> Target {
     if !args.command.is_empty() {
         Target::Command(args.command.clone())
     } else if !args.trace.pids.is_empty() {
-        Target::Pids(args.trace.pids.clone())
+        Target::Pids { pids: args.trace.pids.clone(), children: args.trace.children }
     } else {
         Target::All
     }
@@ -236,6 +239,9 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     if !args.quiet {
         let what = match (&child, traced_pids.is_empty()) {
             (Some(c), _) => format!("command pid {} and its children", c.pid()),
+            (None, false) if args.trace.children => {
+                format!("pids {traced_pids:?} and their new children")
+            }
             (None, false) => format!("pids {traced_pids:?}"),
             (None, true) => "all processes".to_string(),
         };
@@ -354,7 +360,9 @@ impl Waiter<'_> {
                     return Ok(Stop::Duration);
                 }
             }
-            if matches!(target_of(self.args), Target::Pids(_)) && Instant::now() >= next_pid_check {
+            if matches!(target_of(self.args), Target::Pids { .. })
+                && Instant::now() >= next_pid_check
+            {
                 next_pid_check = Instant::now() + Duration::from_secs(1);
                 if self.traced_pids.iter().all(|&p| !tp_tracefs::sys::process_alive(p)) {
                     return Ok(Stop::PidsGone);

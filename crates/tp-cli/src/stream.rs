@@ -55,11 +55,11 @@ pub fn run(args: Args) -> Result<i32> {
     let target = if !args.command.is_empty() {
         Target::Command(args.command.clone())
     } else if !args.trace.pids.is_empty() {
-        Target::Pids(args.trace.pids.clone())
+        Target::Pids { pids: args.trace.pids.clone(), children: args.trace.children }
     } else {
         Target::All
     };
-    let is_pids = matches!(target, Target::Pids(_));
+    let is_pids = matches!(target, Target::Pids { .. });
     let settings = Settings {
         selections: &selections,
         target,

@@ -256,6 +256,40 @@ fn pid_yields_exactly_n_getppid_events() {
     assert_eq!(count_getppid(&lines, None), 5555, "{stderr}");
 }
 
+/// `-p PID -c` also records the processes PID starts after the recording began (without
+/// `-c`, only PID's own threads).
+#[test]
+fn pid_with_children_follows_new_processes() {
+    require_tracefs();
+    for children in [true, false] {
+        let t = Tmp::new(if children { "children" } else { "nochildren" });
+        let f = t.file("t.dat");
+        // A shell that waits for a line, then runs the helper as its child (`; true`: no
+        // shell may replace itself with the last command).
+        let script = format!("read go; {} >/dev/null; true", helper_cmd(777).join(" "));
+        let mut sh = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = sh.id().to_string();
+        let mut args = vec!["record", "-e", "raw_syscalls:sys_enter", "-p", &pid];
+        if children {
+            args.push("-c");
+        }
+        args.extend(["-o", f.to_str().unwrap()]);
+        let (mut tpc, err) = spawn_tp(&args);
+        sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(sh.wait().unwrap().success());
+        let st = tpc.wait().unwrap();
+        let stderr = rest(err);
+        assert!(st.success(), "{stderr}");
+        let n = count_getppid(&report_lines(&f), None);
+        assert_eq!(n, if children { 777 } else { 0 }, "children {children}: {stderr}");
+    }
+}
+
 #[test]
 fn filters_narrow_as_the_kernel_says() {
     require_tracefs();

@@ -81,8 +81,9 @@ pub fn pair_filters(
 pub enum Target {
     /// Every process.
     All,
-    /// These pids (their threads are included).
-    Pids(Vec<i32>),
+    /// These pids (their threads are included), and with `children` the processes they
+    /// start from now on (`options/event-fork`).
+    Pids { pids: Vec<i32>, children: bool },
     /// A command started by tp, with its children.
     Command(Vec<OsString>),
 }
@@ -156,11 +157,14 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
     let mut child = None;
     match &s.target {
         Target::All => {}
-        Target::Pids(pids) => {
+        Target::Pids { pids, children } => {
             for &p in pids {
                 traced_pids.extend(process::threads_of(p)?);
             }
             inst.set_event_pids(&traced_pids)?;
+            if *children {
+                inst.set_event_fork(true)?;
+            }
         }
         Target::Command(argv) => {
             let c = GatedChild::spawn(argv)?;
