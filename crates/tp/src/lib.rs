@@ -55,15 +55,14 @@
 //!
 //! # Costs and limits
 //! - Disabled: one relaxed byte load and a branch per `trace_NAME` call.
-//! - Enabled with the recorder: about 12.5 ns per three-integer event on this project's AMD
-//!   EPYC VM, of which `rdtsc` alone is ~11.5 ns (its throughput limit); no lock, no shared
-//!   write, no allocation per event (see `examples/overhead.rs` and
-//!   `bench/tracepoint-overhead.sh`). The producer's state, the page counters it publishes
-//!   and the background thread's position sit on separate cache lines, and the background
-//!   thread takes pages in batches: taking each page right behind the producer made it run
-//!   at ~20 instead of ~12.5 ns/event. Pages hold raw TSC readings, converted to
-//!   CLOCK_MONOTONIC ns when the file is written, piecewise between calibration points taken
-//!   every second.
+//! - Enabled with the recorder: about 12.2-12.5 ns per three-integer event on this project's
+//!   AMD EPYC VM, of which `rdtsc` alone is ~11.5 ns (its throughput limit); no lock, no
+//!   shared write, no call and no allocation per event in the common case (see
+//!   `examples/overhead.rs` and `bench/tracepoint-overhead.sh`). The producer's state, the
+//!   page counters it publishes and the background thread's position sit on separate cache
+//!   lines, and the background thread takes pages in batches. Pages hold raw TSC readings,
+//!   converted to CLOCK_MONOTONIC ns when the file is written, piecewise between calibration
+//!   points taken every second.
 //! - The background thread writes about 28 bytes per such event to the spool file. Writing
 //!   into the page cache runs at about 2 GB/s per core here, just under what one thread
 //!   firing back to back produces (~2.2 GB/s), so a burst longer than the buffer drops the
