@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 pub use tp_format::tracedat::Compression;
@@ -145,6 +145,7 @@ impl RecorderBuilder {
             .name("tp-recorder".into())
             .spawn(move || drain_loop(sh, dir, anchors))
             .map_err(io_err(&self.path, "spawn recorder thread for"))?;
+        let _ = shared.wake.thread.set(drain.thread().clone());
         *act = Some(Active {
             gen,
             shared,
@@ -444,29 +445,26 @@ const IDLE_POLL: Duration = Duration::from_millis(32);
 /// How often the background thread takes a clock calibration point.
 const ANCHOR_EVERY: Duration = Duration::from_secs(1);
 
-/// Wakes the background thread.
+/// Wakes the background thread without a lock (producers call it, see `PageRing`): it
+/// sleeps in `park_timeout`, which an `unpark` ends early.
 #[derive(Default)]
 struct Wake {
-    nudged: Mutex<bool>,
-    cv: Condvar,
+    thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl Wake {
     fn nudge(&self) {
-        *self.nudged.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.cv.notify_one();
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
     }
 
-    /// Sleep until nudged or `timeout` passed.
+    /// Sleep until nudged or `timeout` passed (or spuriously: callers just look again).
     fn wait(&self, timeout: Duration) {
-        let g = self.nudged.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut g, _) = self
-            .cv
-            .wait_timeout_while(g, timeout, |nudged| !*nudged)
-            .unwrap_or_else(|e| e.into_inner());
-        *g = false;
+        std::thread::park_timeout(timeout);
     }
 }
+
 /// Longest time full pages wait in a ring before they are written.
 const MAX_HOLD: Duration = Duration::from_millis(100);
 
