@@ -350,6 +350,8 @@ struct Spool {
     /// Indexed by stream number.
     streams: Vec<Option<(File, Stream)>>,
     error: Option<RecordError>,
+    /// Full pages left in the rings after the last `drain_all`.
+    waiting: usize,
 }
 
 impl Spool {
@@ -406,23 +408,28 @@ impl Spool {
     fn drain_all(&mut self, sh: &Shared, all: bool) -> Drained {
         let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut d = Drained::default();
+        let mut waiting = 0;
         for r in &rings {
             let cap = r.pages.capacity();
             let ready = r.pages.ready();
-            d.active |= ready > 0;
             if all || ready >= batch_pages(cap) {
-                r.pages.drain(|p| self.pages(r, p));
+                d.active |= r.pages.drain(|p| self.pages(r, p)) > 0;
                 self.count(r);
             }
-            d.behind |= r.pages.ready() > cap / 2;
+            let left = r.pages.ready();
+            waiting += left;
+            d.behind |= left > cap / 2;
         }
+        // Pages arrived since the last look (taken, or more left waiting than then).
+        d.active |= waiting > self.waiting;
+        self.waiting = waiting;
         d
     }
 }
 
 #[derive(Default)]
 struct Drained {
-    /// Some ring had full pages.
+    /// Full pages arrived since the previous call.
     active: bool,
     /// Some ring is still more than half full.
     behind: bool,
@@ -469,7 +476,7 @@ impl Wake {
 const MAX_HOLD: Duration = Duration::from_millis(100);
 
 fn drain_loop(sh: Arc<Shared>, dir: PathBuf, anchors: crate::clock::Anchors) -> Spool {
-    let mut spool = Spool { dir, anchors, streams: Vec::new(), error: None };
+    let mut spool = Spool { dir, anchors, streams: Vec::new(), error: None, waiting: 0 };
     let mut last_anchor = Instant::now();
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
