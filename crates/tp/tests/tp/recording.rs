@@ -233,3 +233,30 @@ fn timestamps_follow_clock_monotonic() {
     assert!(median < 20_000, "median event stamped {median} ns after its clock read");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// One thread records into two recordings in turn: its ring of the first is retired and the
+/// second gets a fresh one (the fast path must not write into the old ring).
+#[test]
+fn one_thread_records_twice() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("twice");
+    for (round, n) in [(0, 300), (1, 500)] {
+        let path = dir.join(format!("t{round}.tp"));
+        let rec = tp::Recorder::start(&path).unwrap();
+        for i in 0..n {
+            trace_ev3(round, i, 0);
+        }
+        let stats = rec.stop().unwrap();
+        assert_eq!((stats.events, stats.lost), (n as u64, 0));
+        // Fired between recordings: nowhere.
+        trace_ev3(99, 99, 99);
+        let r = read(&path);
+        assert_eq!(r.records.len(), n as usize);
+        for (i, (_, _, rec)) in r.records.iter().enumerate() {
+            let f = r.format(u16::from_le_bytes([rec[0], rec[1]])).unwrap();
+            let int = |name: &str| f.field(name).unwrap().read_int(rec, false).unwrap();
+            assert_eq!((int("a"), int("b")), (round as i128, i as i128));
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
