@@ -146,16 +146,23 @@ pub fn example(name: &str) -> std::path::PathBuf {
 #[test]
 fn drop_exit_and_panic_leave_a_readable_file() {
     let dir = crate::temp_dir("exit");
-    for mode in ["drop", "exit", "panic"] {
-        let path = dir.join(format!("{mode}.tp"));
+    // `gettime`: the recorder's clock_gettime fallback (no TSC), which takes the slow path.
+    for (mode, clock) in [("drop", "tsc"), ("exit", "tsc"), ("panic", "tsc"), ("drop", "gettime")] {
+        let path = dir.join(format!("{mode}-{clock}.tp"));
+        let t0 = tp::clock::monotonic_ns();
         let out = std::process::Command::new(example("record"))
             .arg(&path)
             .arg(mode)
+            .env("TP_CLOCK", clock)
             .output()
             .expect("run the record example (built by cargo test)");
+        let t1 = tp::clock::monotonic_ns();
         assert_eq!(out.status.success(), mode != "panic", "{mode}");
         let r = read(&path);
         assert_eq!(r.records.len(), 6, "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        for (_, ts, _) in &r.records {
+            assert!((t0..=t1).contains(ts), "{mode} {clock}: {ts} outside {t0}..{t1}");
+        }
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
