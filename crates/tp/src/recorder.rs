@@ -5,7 +5,7 @@
 
 use crate::ctx::ThreadCtx;
 use crate::output::{Spooled, Stream};
-use crate::ring::{PageRing, PAGE_SIZE};
+use crate::ring::{Fast, PageRing, PAGE_SIZE};
 use crate::site::{Common, RecordWriter, Site};
 use std::fs::File;
 use std::io::Write;
@@ -272,17 +272,21 @@ pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
         // which waits for this read section to end; this thread is its only producer.
         let ring = unsafe { &*ctx.rec.get() };
         // SAFETY: as above.
-        if let Some(dst) = unsafe { ring.pages.reserve_fast(len, raw_ts) } {
-            let common = Common {
-                common_type: site.id_relaxed(),
-                common_flags: 0,
-                common_preempt_count: 0,
-                // Set when the thread got its ring (`attach`).
-                common_pid: ctx.cached_tid(),
-            };
-            // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
-            write(&mut unsafe { RecordWriter::new(dst, len) }, common);
-            done = true;
+        match unsafe { ring.pages.reserve_fast(len, raw_ts) } {
+            Fast::Reserved(dst) => {
+                let common = Common {
+                    common_type: site.id_relaxed(),
+                    common_flags: 0,
+                    common_preempt_count: 0,
+                    // Set when the thread got its ring (`attach`).
+                    common_pid: ctx.cached_tid(),
+                };
+                // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
+                write(&mut unsafe { RecordWriter::new(dst, len) }, common);
+                done = true;
+            }
+            Fast::Dropped => done = true,
+            Fast::Slow => {}
         }
     }
     crate::rcu::Reader::exit(Some(slot));

@@ -46,6 +46,16 @@ struct Producer {
     events: u64,
 }
 
+/// What [`PageRing::reserve_fast`] did.
+pub enum Fast {
+    /// Room for the record, here.
+    Reserved(*mut u8),
+    /// The ring is full: the event was dropped and counted.
+    Dropped,
+    /// Needs [`PageRing::reserve`]'s slow path (nothing was done).
+    Slow,
+}
+
 /// Keeps `T` on cache lines of its own (two lines: the CPU fetches lines in pairs), so one
 /// side's writes never invalidate a line the other side is using.
 #[repr(C, align(128))]
@@ -142,23 +152,27 @@ impl PageRing {
     #[inline(always)]
     pub unsafe fn reserve(&self, len: usize, ts: u64) -> Option<*mut u8> {
         // SAFETY: forwarded contract.
-        if let Some(dst) = unsafe { self.reserve_fast(len, ts) } {
-            return Some(dst);
+        match unsafe { self.reserve_fast(len, ts) } {
+            Fast::Reserved(dst) => Some(dst),
+            Fast::Dropped => None,
+            Fast::Slow => {
+                // SAFETY: producer-only state (see the function's contract).
+                let p = unsafe { &mut *self.prod.get() };
+                let ts = ts.max(p.last_ts);
+                // SAFETY: forwarded contract.
+                unsafe { self.reserve_slow(p, len, ts) }
+            }
         }
-        // SAFETY: producer-only state (see the function's contract).
-        let p = unsafe { &mut *self.prod.get() };
-        let ts = ts.max(p.last_ts);
-        // SAFETY: forwarded contract.
-        unsafe { self.reserve_slow(p, len, ts) }
     }
 
-    /// [`PageRing::reserve`] for the common case only, with no call: `None` when the event
-    /// needs a time extend or a new page (nothing was reserved then).
+    /// [`PageRing::reserve`] for the common cases only, with no call: the event fits the
+    /// current page, or the ring is still full (the event is dropped and counted). `Slow`
+    /// when it needs a time extend or a new page; nothing was reserved then.
     ///
     /// # Safety
     /// As for [`PageRing::reserve`].
     #[inline(always)]
-    pub unsafe fn reserve_fast(&self, len: usize, ts: u64) -> Option<*mut u8> {
+    pub unsafe fn reserve_fast(&self, len: usize, ts: u64) -> Fast {
         // SAFETY: producer-only state (see the function's contract).
         let p = unsafe { &mut *self.prod.get() };
         let data_len = (len + 3) & !3;
@@ -167,11 +181,23 @@ impl PageRing {
         let delta = ts - p.last_ts;
         // One test: the event fits the current page without a time extend (`limit` is 0
         // while there is no current page).
-        if delta >> DELTA_BITS != 0 || p.off + hdr + data_len > p.limit {
-            return None;
+        if delta >> DELTA_BITS == 0 && p.off + hdr + data_len <= p.limit {
+            // SAFETY: the current page belongs to the producer and the event fits (checked).
+            return Fast::Reserved(unsafe {
+                Self::put(p, p.cur.add(PAGE_HEADER + p.off), delta, len, ts)
+            });
         }
-        // SAFETY: the current page belongs to the producer and the event fits (checked).
-        Some(unsafe { Self::put(p, p.cur.add(PAGE_HEADER + p.off), delta, len, ts) })
+        // No current page because the ring was full: while it still is, dropping costs no
+        // more than recording (a full ring is exactly when events come fastest).
+        if p.page.is_none()
+            && p.pending_lost > 0
+            && self.shared_prod.head.load(Ordering::Relaxed) - self.tail.load(Ordering::Acquire)
+                >= self.pages.len()
+        {
+            self.count_drop(p);
+            return Fast::Dropped;
+        }
+        Fast::Slow
     }
 
     /// Write the event header (`delta` < 2^27) at `at`, account for it, and return where the
@@ -242,11 +268,16 @@ impl PageRing {
 
     #[cold]
     fn drop_event(&self, p: &mut Producer) -> Option<*mut u8> {
+        self.count_drop(p);
+        None
+    }
+
+    #[inline(always)]
+    fn count_drop(&self, p: &mut Producer) {
         p.pending_lost += 1;
         // Only the producer writes `lost`: no locked read-modify-write needed.
         let lost = &self.shared_prod.lost;
         lost.store(lost.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        None
     }
 
     fn start_page(&self, p: &mut Producer, ts: u64) -> bool {
