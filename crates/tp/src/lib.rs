@@ -55,7 +55,7 @@
 //!
 //! # Costs and limits
 //! - Disabled: one relaxed byte load and a branch per `trace_NAME` call.
-//! - Enabled with the recorder: about 12.2-12.5 ns per three-integer event on this project's
+//! - Enabled with the recorder: about 12 ns per three-integer event on this project's
 //!   AMD EPYC VM, of which `rdtsc` alone is ~11.5 ns (its throughput limit); no lock, no
 //!   shared write, no call and no allocation per event in the common case (see
 //!   `examples/overhead.rs` and `bench/tracepoint-overhead.sh`). The producer's state, the
