@@ -317,9 +317,17 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     if user_dir.is_some() {
         if users.is_empty() {
             eprintln!("tp: no user-space events were recorded: does the program call tp::init_from_env()?");
-        } else if !args.quiet {
-            let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-            eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
+        } else {
+            for (glob, have) in user::unmatched(user_globs, &users) {
+                eprintln!(
+                    "tp: warning: -e {glob:?} matches none of the program's tracepoints ({}; `tp list --program PATH` lists them)",
+                    if have.is_empty() { "it has none".to_string() } else { have.join(", ") }
+                );
+            }
+            if !args.quiet {
+                let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+                eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
+            }
         }
     }
     Ok(exit)

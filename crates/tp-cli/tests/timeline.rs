@@ -199,6 +199,30 @@ fn a_program_without_tp_records_no_user_events_and_says_so() {
     assert!(file.is_file());
 }
 
+/// A user-space glob that matches none of the program's tracepoints gets a warning naming
+/// the ones it has (the program's file lists them all), and the glob that matches records.
+#[test]
+fn a_glob_matching_none_of_the_programs_tracepoints_is_named() {
+    require_tracefs();
+    let tmp = Tmp::new("unmatched");
+    let file = tmp.0.join("trace.dat");
+    let out = run(Command::new(TP)
+        .args(["record", "-q", "-e", "sched:sched_switch", "-e", "tpdemo:before*"])
+        .args(["-e", "nosuch:*", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(example()));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("-e \"nosuch:*\" matches none of the program's tracepoints (tpdemo:after_getppid, tpdemo:before_getppid, tpdemo:worker;"),
+        "{err}"
+    );
+    assert!(!err.contains("tpdemo:before*\" matches none"), "{err}");
+    let report = text(&run(Command::new(TP).args(["report", "-i"]).arg(&file)).stdout);
+    assert!(report.contains(": before_getppid: round=0"), "{report}");
+    assert!(!report.contains("after_getppid"), "{report}");
+}
+
 #[test]
 fn list_a_programs_tracepoints() {
     let out = run(Command::new(TP).arg("list").arg("--program").arg(example()));

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use tp_format::tracedat::{BufferPages, CpuPages, PageSource, TraceDat};
+use tp_tracefs::events::glob_match;
 use tp_tracefs::Tracefs;
 
 use super::session::Selection;
@@ -85,6 +86,26 @@ pub fn collect(dir: &Path) -> Result<Vec<UserTrace>> {
         out.push(UserTrace { pid, path, dat, name: format!("{comm}-{pid}") });
     }
     Ok(out)
+}
+
+/// The `-e` globs that match none of the tracepoints of any recorded program (the programs'
+/// files list all their tracepoints, recorded or not), with the tracepoints they do have.
+pub fn unmatched(globs: &[String], traces: &[UserTrace]) -> Vec<(String, Vec<String>)> {
+    let have: std::collections::BTreeSet<String> = traces
+        .iter()
+        .flat_map(|t| t.dat.events.iter().map(|e| format!("{}:{}", e.system, e.name)))
+        .collect();
+    globs
+        .iter()
+        .filter(|g| {
+            let (gs, gn) = g.split_once(':').unwrap_or(("*", g));
+            !have.iter().any(|h| {
+                let (s, n) = h.split_once(':').unwrap_or(("", h));
+                glob_match(gs, s) && glob_match(gn, n)
+            })
+        })
+        .map(|g| (g.clone(), have.iter().cloned().collect()))
+        .collect()
 }
 
 /// The `ID: N` of a format text.
