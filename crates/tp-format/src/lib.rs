@@ -10,6 +10,7 @@
 //! - [`text`]: the kernel's `trace` text layout (header block and context columns).
 
 pub mod format;
+pub mod glob;
 pub mod header;
 pub mod page;
 pub mod printfmt;

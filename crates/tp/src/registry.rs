@@ -57,32 +57,10 @@ pub fn find(full_name: &str) -> Option<&'static Site> {
         .find(|s| glob_match_site(full_name, s) && !full_name.contains(['*', '?']))
 }
 
-/// `*` matches any run of characters, `?` one; a pattern without `:` matches the event name
-/// in any system (like the kernel's `set_event`).
-pub fn glob_match(pat: &str, text: &str) -> bool {
-    let (p, t) = (pat.as_bytes(), text.as_bytes());
-    let (mut pi, mut ti, mut star, mut mark) = (0, 0, usize::MAX, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
-            star = pi;
-            mark = ti;
-            pi += 1;
-        } else if star != usize::MAX {
-            pi = star + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == b'*' {
-        pi += 1;
-    }
-    pi == p.len()
-}
+/// Shell-style wildcard match (`*`, `?`, `[set]`), the kernel-side selection's matcher too.
+/// In a glob for events, a pattern without `:` matches the event name in any system (like
+/// the kernel's `set_event`).
+pub use tp_format::glob::glob_match;
 
 fn glob_match_site(pat: &str, s: &Site) -> bool {
     match pat.split_once(':') {
