@@ -219,11 +219,7 @@ pub fn now_ns() -> u64 {
 /// the hot path.
 #[inline(always)]
 pub fn raw_now() -> u64 {
-    if USE_TSC.load(Ordering::Relaxed) {
-        rdtsc()
-    } else {
-        monotonic_ns()
-    }
+    raw_now_tsc().unwrap_or_else(monotonic_ns)
 }
 
 /// A raw reading when it is a TSC read (no call); `None` when readings come from

@@ -274,13 +274,8 @@ pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
         // SAFETY: as above.
         match unsafe { ring.pages.reserve_fast(len, raw_ts) } {
             Fast::Reserved(dst) => {
-                let common = Common {
-                    common_type: site.id_relaxed(),
-                    common_flags: 0,
-                    common_preempt_count: 0,
-                    // Set when the thread got its ring (`attach`).
-                    common_pid: ctx.cached_tid(),
-                };
+                // The tid was cached when the thread got its ring (`attach`).
+                let common = crate::site::common_for(site, ctx.cached_tid());
                 // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
                 write(&mut unsafe { RecordWriter::new(dst, len) }, common);
                 done = true;

@@ -537,10 +537,16 @@ fn dispatch(
 
 #[inline(always)]
 pub(crate) fn common(ctx: &ThreadCtx, site: &Site) -> Common {
+    common_for(site, ctx.tid())
+}
+
+/// The common fields of `site`'s records fired by thread `pid`.
+#[inline(always)]
+pub(crate) fn common_for(site: &Site, pid: i32) -> Common {
     Common {
         common_type: site.id_relaxed(),
         common_flags: 0,
         common_preempt_count: 0,
-        common_pid: ctx.tid(),
+        common_pid: pid,
     }
 }
