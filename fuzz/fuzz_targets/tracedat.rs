@@ -6,7 +6,7 @@ use tp_format::tracedat::TraceDat;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(dat) = TraceDat::open(Cursor::new(data.to_vec())) else { return };
-    for i in 0..dat.buffers.len() {
+    for i in 0..dat.buffers().len() {
         if let Ok(mut r) = dat.records(i) {
             let mut n = 0usize;
             while let Some(item) = r.next() {

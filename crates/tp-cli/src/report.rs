@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::Context;
-use tp_format::render::{Common, Options, Renderer, Tables};
+use tp_format::render::{Common, Options, Renderer};
 use tp_format::text::{self, Columns};
 use tp_format::tracedat::{Item, TraceDat};
 use tp_tracefs::events::glob_match;
@@ -58,8 +58,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         TraceDat::open_file_lazy(file).with_context(|| format!("cannot read {}", args.input))?;
     let buffers: Vec<usize> = match &args.buffer {
         Some(name) => {
-            let i = dat.buffers.iter().position(|b| &b.name == name).with_context(|| {
-                let names: Vec<_> = dat.buffers.iter().map(|b| format!("{:?}", b.name)).collect();
+            let i = dat.buffers().iter().position(|b| &b.name == name).with_context(|| {
+                let names: Vec<_> = dat.buffers().iter().map(|b| format!("{:?}", b.name)).collect();
                 format!("no buffer {name:?} in {} (it has {})", args.input, names.join(", "))
             })?;
             vec![i]
@@ -68,13 +68,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // (empty) top-level buffer.
         None => {
             let mut with_events = Vec::new();
-            for b in 0..dat.buffers.len() {
+            for b in 0..dat.buffers().len() {
                 if has_events(&dat, b)? {
                     with_events.push(b);
                 }
             }
             if with_events.is_empty() {
-                with_events = (0..dat.buffers.len().min(1)).collect();
+                with_events = (0..dat.buffers().len().min(1)).collect();
             }
             with_events
         }
@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let mut ids = vec![0u64; 1 << 10];
         std::thread::scope(|s| -> anyhow::Result<()> {
             // Meanwhile another core builds the symbol table the renderers will need.
-            s.spawn(|| dat.kallsyms.is_empty());
+            s.spawn(|| dat.kallsyms().is_empty());
             for &b in &buffers {
                 counts.push(count::count_events(&dat, b, &mut ids)?);
             }
@@ -102,23 +102,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if !header || !args.events.is_empty() {
         dat.parse_formats(|_| true);
     }
-    for e in &dat.format_errors {
+    for e in dat.format_errors() {
         eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
     }
-    let clock = dat.clock.clone().unwrap_or_else(|| "local".into());
+    let clock = dat.clock().unwrap_or("local");
     let options = Options {
         columns: Columns { tgid: args.tgid, irq_info: true },
-        ts_in_ns: dat.tsc2nsec.is_some() || text::clock_is_ns(&clock),
-        big_endian: dat.big_endian,
-        long_size: dat.long_size,
+        ts_in_ns: dat.tsc2nsec().is_some() || text::clock_is_ns(clock),
+        big_endian: dat.big_endian(),
+        long_size: dat.long_size(),
     };
     // Moved, not copied: the records need only the file, the layout and the buffers.
-    let tables = Tables {
-        kallsyms: std::mem::take(&mut dat.kallsyms),
-        printk: std::mem::take(&mut dat.printk),
-        cmdlines: std::mem::take(&mut dat.cmdlines),
-    };
-    let renderer = Renderer::new(std::mem::take(&mut dat.events), tables, options);
+    let (formats, tables) = dat.take_render_tables();
+    let renderer = Renderer::new(formats, tables, options);
     let wanted = EventFilter::new(&args.events, &renderer)?;
 
     let mut out = Output::new();
@@ -134,20 +130,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // lines prefixed with `NAME: `.
         if header {
             let entries: u64 = counts.iter().sum();
-            let overrun: u64 =
-                buffers.iter().map(|&b| stats_overrun(&dat.cpustats, &dat.buffers[b].name)).sum();
-            let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[0].cpus.len());
+            let overrun: u64 = buffers
+                .iter()
+                .map(|&b| stats_overrun(dat.cpustats(), &dat.buffers()[b].name))
+                .sum();
+            let ncpus = dat.cpu_count().map(|c| c as usize).unwrap_or(dat.buffers()[0].cpus.len());
             text::write_header(&mut out.buf, entries, entries + overrun, ncpus, options.columns);
         }
         out.flush()?;
         let mut sources = Vec::new();
         for (k, &b) in buffers.iter().enumerate() {
-            for (i, c) in dat.buffers[b].cpus.iter().enumerate() {
+            for (i, c) in dat.buffers()[b].cpus.iter().enumerate() {
                 let id = ((k as u32) << pipeline::CPU_BITS) | c.cpu;
                 sources.push((id, dat.page_source(b, i)?));
             }
         }
-        let names: Vec<String> = buffers.iter().map(|&b| dat.buffers[b].name.clone()).collect();
+        let names: Vec<String> = buffers.iter().map(|&b| dat.buffers()[b].name.clone()).collect();
         let records = tp_format::tracedat::Records::new(dat.layout(), sources);
         let errors = render_records(&args, &wanted, &renderer, mode, &names, records, |ts| {
             dat.adjust_ts(ts)
@@ -159,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     for (k, &b) in buffers.iter().enumerate() {
         if buffers.len() > 1 && !args.json {
-            out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers[b].name)));
+            out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers()[b].name)));
         }
         if args.stat {
             let mut stat = Stat::default();
@@ -183,13 +181,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     }
                 }
             }
-            stat.print(&mut out.buf, &renderer, &dat.buffers[b].name, &dat.cpustats);
+            stat.print(&mut out.buf, &renderer, &dat.buffers()[b].name, dat.cpustats());
             continue;
         }
         if header {
             let entries = counts[k];
-            let written = entries + stats_overrun(&dat.cpustats, &dat.buffers[b].name);
-            let ncpus = dat.cpu_count.map(|c| c as usize).unwrap_or(dat.buffers[b].cpus.len());
+            let written = entries + stats_overrun(dat.cpustats(), &dat.buffers()[b].name);
+            let ncpus = dat.cpu_count().map(|c| c as usize).unwrap_or(dat.buffers()[b].cpus.len());
             text::write_header(&mut out.buf, entries, written, ncpus, options.columns);
         }
         // The worker owns stdout while it runs: what this thread has written goes first.

@@ -37,7 +37,7 @@ fn expected_events() -> Vec<(u32, String, i32, String)> {
 }
 
 fn decode(dat: &TraceDat<Cursor<Vec<u8>>>) -> Vec<(u32, String, i32, String)> {
-    let idx = dat.buffers.iter().position(|b| !b.cpus.is_empty()).expect("a buffer with data");
+    let idx = dat.buffers().iter().position(|b| !b.cpus.is_empty()).expect("a buffer with data");
     let mut recs = dat.records(idx).unwrap();
     let mut out = Vec::new();
     while let Some(item) = recs.next() {
@@ -45,7 +45,7 @@ fn decode(dat: &TraceDat<Cursor<Vec<u8>>>) -> Vec<(u32, String, i32, String)> {
             Item::Event(r) => {
                 let id = u16::from_le_bytes([r.data[0], r.data[1]]) as u32;
                 let pid = i32::from_le_bytes(r.data[4..8].try_into().unwrap());
-                let ev = dat.events.iter().find(|e| e.id == id).expect("event id known");
+                let ev = dat.events().iter().find(|e| e.id == id).expect("event id known");
                 // The kernel prints ftrace's `print` as `tracing_mark_write`.
                 let name = if ev.name == "print" {
                     "tracing_mark_write".to_string()
@@ -69,19 +69,23 @@ fn decode(dat: &TraceDat<Cursor<Vec<u8>>>) -> Vec<(u32, String, i32, String)> {
 
 fn check_fixture(name: &str, version: u32, comp: Compression) {
     let dat = TraceDat::open(Cursor::new(read(name))).unwrap();
-    assert_eq!(dat.version, version, "{name}");
-    assert_eq!(dat.compression, comp, "{name}");
-    assert_eq!((dat.page_size, dat.long_size, dat.big_endian), (4096, 8, false));
-    assert_eq!(dat.header_page, tp_format::header::HeaderPage::X86_64);
-    assert!(dat.format_errors.is_empty(), "{:?}", dat.format_errors);
-    assert!(dat.events.iter().any(|e| e.system == "ftrace" && e.name == "print"));
-    assert!(dat.events.iter().any(|e| e.system == "sched" && e.name == "sched_switch"));
-    assert!(!dat.kallsyms.is_empty());
-    assert!(dat.cmdlines.known(1).is_some() || dat.cmdlines.iter().count() > 0);
-    assert_eq!(dat.clock.as_deref(), Some("local"));
-    assert!(dat.uname.as_deref().unwrap_or("").starts_with("Linux"), "{:?}", dat.uname);
-    assert!(dat.cpustats.contains("CPU: 0"));
-    assert!(dat.buffers.iter().any(|b| b.name == "tpfx" && b.cpus.len() == 2), "{:?}", dat.buffers);
+    assert_eq!(dat.version(), version, "{name}");
+    assert_eq!(dat.compression(), comp, "{name}");
+    assert_eq!((dat.page_size(), dat.long_size(), dat.big_endian()), (4096, 8, false));
+    assert_eq!(dat.header_page(), tp_format::header::HeaderPage::X86_64);
+    assert!(dat.format_errors().is_empty(), "{:?}", dat.format_errors());
+    assert!(dat.events().iter().any(|e| e.system == "ftrace" && e.name == "print"));
+    assert!(dat.events().iter().any(|e| e.system == "sched" && e.name == "sched_switch"));
+    assert!(!dat.kallsyms().is_empty());
+    assert!(dat.cmdlines().known(1).is_some() || dat.cmdlines().iter().count() > 0);
+    assert_eq!(dat.clock(), Some("local"));
+    assert!(dat.uname().unwrap_or("").starts_with("Linux"), "{:?}", dat.uname());
+    assert!(dat.cpustats().contains("CPU: 0"));
+    assert!(
+        dat.buffers().iter().any(|b| b.name == "tpfx" && b.cpus.len() == 2),
+        "{:?}",
+        dat.buffers()
+    );
     let got = decode(&dat);
     let want = expected_events();
     assert_eq!(got.len(), want.len(), "{name}: event count");
@@ -113,7 +117,7 @@ mod writer {
     pub(crate) fn metadata_of(dat: &TraceDat<Cursor<Vec<u8>>>) -> Metadata {
         let mut systems: Vec<(String, Vec<String>)> = Vec::new();
         let mut ftrace = Vec::new();
-        for e in &dat.events {
+        for e in dat.events() {
             if e.system == "ftrace" {
                 ftrace.push(e.to_format_text());
             } else if let Some(s) = systems.iter_mut().find(|(n, _)| *n == e.system) {
@@ -123,7 +127,7 @@ mod writer {
             }
         }
         let kallsyms: String = dat
-            .kallsyms
+            .kallsyms()
             .symbols()
             .iter()
             .map(|s| match &s.module {
@@ -131,20 +135,20 @@ mod writer {
                 None => format!("{:016x} t {}\n", s.addr, s.name),
             })
             .collect();
-        let mut cmd: Vec<_> = dat.cmdlines.iter().collect();
+        let mut cmd: Vec<_> = dat.cmdlines().iter().collect();
         cmd.sort();
         Metadata {
-            header_page: dat.header_page,
-            header_event_text: dat.header_event_text.clone(),
+            header_page: dat.header_page(),
+            header_event_text: dat.header_event_text().to_string(),
             ftrace_formats: ftrace,
             event_formats: systems,
             kallsyms,
             printk: String::new(),
             cmdlines: cmd.iter().map(|(p, c)| format!("{p} {c}\n")).collect(),
-            clock: dat.clock.clone().unwrap(),
-            uname: dat.uname.clone(),
+            clock: dat.clock().unwrap().to_string(),
+            uname: dat.uname().map(str::to_string),
             cpustats: Vec::new(),
-            cpu_count: dat.cpu_count.unwrap_or(2),
+            cpu_count: dat.cpu_count().unwrap_or(2),
             ..Metadata::default()
         }
     }
@@ -160,9 +164,9 @@ mod writer {
 
     /// The pages of a file's first buffer with data, as the writer takes them.
     fn data_buffer(dat: &TraceDat<Cursor<Vec<u8>>>) -> Vec<BufferPages<'static>> {
-        let idx = dat.buffers.iter().position(|b| !b.cpus.is_empty()).unwrap();
+        let idx = dat.buffers().iter().position(|b| !b.cpus.is_empty()).unwrap();
         let mut cpus = Vec::new();
-        for (i, c) in dat.buffers[idx].cpus.iter().enumerate() {
+        for (i, c) in dat.buffers()[idx].cpus.iter().enumerate() {
             let mut src = dat.page_source(idx, i).unwrap();
             let mut pages = Vec::new();
             while src.advance().unwrap() {
@@ -170,13 +174,13 @@ mod writer {
             }
             cpus.push(CpuPages { cpu: c.cpu, pages: Box::new(Cursor::new(pages)) });
         }
-        vec![BufferPages { name: dat.buffers[idx].name.clone(), cpus }]
+        vec![BufferPages { name: dat.buffers()[idx].name.clone(), cpus }]
     }
 
     fn round_trip(version: u32, compression: Compression) {
         let bytes = rewrite("v7-zstd.dat", version, compression);
         let dat = TraceDat::open(Cursor::new(bytes)).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((dat.version, dat.compression), (version, compression));
+        assert_eq!((dat.version(), dat.compression()), (version, compression));
         assert_eq!(decode(&dat), expected_events());
     }
 
@@ -214,9 +218,9 @@ mod writer {
             Writer::new(opts).write(&mut out, &meta, data_buffer(&src)).unwrap();
             let bytes = out.into_inner();
             let dat = TraceDat::open(Cursor::new(bytes.clone())).unwrap();
-            assert_eq!(dat.cmdlines.tgid(25614), Some(25610), "v{version}");
-            assert_eq!(dat.cmdlines.tgid(25620), Some(25620), "v{version}");
-            assert_eq!(dat.cmdlines.known(25614), src.cmdlines.known(25614), "v{version}");
+            assert_eq!(dat.cmdlines().tgid(25614), Some(25610), "v{version}");
+            assert_eq!(dat.cmdlines().tgid(25620), Some(25620), "v{version}");
+            assert_eq!(dat.cmdlines().known(25614), src.cmdlines().known(25614), "v{version}");
             let path = dir.join(format!("v{version}.dat"));
             std::fs::write(&path, bytes).unwrap();
             let out = std::process::Command::new("trace-cmd")
@@ -271,7 +275,7 @@ mod bad_input {
             Err(e) => return (0, 1, Some(e.to_string())),
         };
         let (mut events, mut errors, mut last) = (0, 0, None);
-        for i in 0..dat.buffers.len() {
+        for i in 0..dat.buffers().len() {
             let Ok(mut recs) = dat.records(i) else {
                 errors += 1;
                 continue;
@@ -328,7 +332,7 @@ mod bad_input {
         {
             let full = read(name);
             let dat = TraceDat::open(Cursor::new(full.clone())).unwrap();
-            let b = dat.buffers.iter().find(|b| !b.cpus.is_empty()).unwrap();
+            let b = dat.buffers().iter().find(|b| !b.cpus.is_empty()).unwrap();
             let last = b.cpus.iter().max_by_key(|c| c.offset).unwrap();
             let cut = (last.offset + 4096 + 1000) as usize;
             let all = decode(&dat).len();
@@ -346,7 +350,7 @@ mod bad_input {
     fn corrupt_compressed_chunk() {
         let mut v = read("v7-zstd.dat");
         let dat = TraceDat::open(Cursor::new(v.clone())).unwrap();
-        let b = dat.buffers.iter().find(|b| !b.cpus.is_empty()).unwrap();
+        let b = dat.buffers().iter().find(|b| !b.cpus.is_empty()).unwrap();
         let c0 = b.cpus[0];
         for i in 0..40 {
             v[c0.offset as usize + 12 + 20 + i] ^= 0x5a;
@@ -647,10 +651,10 @@ fn memory_stays_bounded_on_a_large_file() {
 
     let mb: u64 = std::env::var("TP_BIG_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
     let dat = TraceDat::open(Cursor::new(read("v6.dat"))).unwrap();
-    let idx = dat.buffers.iter().position(|b| !b.cpus.is_empty()).unwrap();
+    let idx = dat.buffers().iter().position(|b| !b.cpus.is_empty()).unwrap();
     let meta = writer::metadata_of(&dat);
     let mut raw = Vec::new();
-    for (i, c) in dat.buffers[idx].cpus.iter().enumerate() {
+    for (i, c) in dat.buffers()[idx].cpus.iter().enumerate() {
         let mut src = dat.page_source(idx, i).unwrap();
         let mut pages = Vec::new();
         while src.advance().unwrap() {

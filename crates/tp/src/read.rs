@@ -96,18 +96,18 @@ impl Recording {
             }
         }
         let dropped = dat
-            .cpustats
+            .cpustats()
             .lines()
             .filter_map(|l| l.strip_prefix("dropped events:"))
             .filter_map(|v| v.trim().parse::<u64>().ok())
             .sum();
         Ok(Recording {
-            formats: dat.events.clone(),
+            formats: dat.events().to_vec(),
             records,
             lost_in_pages,
             dropped,
-            clock: dat.clock.clone(),
-            cmdlines: dat.cmdlines.iter().map(|(p, c)| (p, c.to_string())).collect(),
+            clock: dat.clock().map(str::to_string),
+            cmdlines: dat.cmdlines().iter().map(|(p, c)| (p, c.to_string())).collect(),
         })
     }
 

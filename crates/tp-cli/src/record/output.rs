@@ -209,7 +209,7 @@ pub fn write_tracedat_with_user(
         // A program's buffer has one stream per thread, maybe more than the CPUs.
         cpu_count: user
             .iter()
-            .flat_map(|u| u.dat.buffers.iter().map(|b| b.cpus.len() as u32))
+            .flat_map(|u| u.dat.buffers().iter().map(|b| b.cpus.len() as u32))
             .fold(meta.cpu_count, u32::max),
         ..td::Metadata::default()
     };

@@ -82,7 +82,7 @@ pub fn collect(dir: &Path) -> Result<Vec<UserTrace>> {
         let f = File::open(&path).with_context(|| format!("open {}", path.display()))?;
         let dat = TraceDat::open_file(f)
             .with_context(|| format!("reading the recording of pid {pid} ({})", path.display()))?;
-        let comm = dat.cmdlines.known(pid).unwrap_or("user").to_string();
+        let comm = dat.cmdlines().known(pid).unwrap_or("user").to_string();
         out.push(UserTrace { pid, path, dat, name: format!("{comm}-{pid}") });
     }
     Ok(out)
@@ -93,7 +93,7 @@ pub fn collect(dir: &Path) -> Result<Vec<UserTrace>> {
 pub fn unmatched(globs: &[String], traces: &[UserTrace]) -> Vec<(String, Vec<String>)> {
     let have: std::collections::BTreeSet<String> = traces
         .iter()
-        .flat_map(|t| t.dat.events.iter().map(|e| format!("{}:{}", e.system, e.name)))
+        .flat_map(|t| t.dat.events().iter().map(|e| format!("{}:{}", e.system, e.name)))
         .collect();
     globs
         .iter()
@@ -141,14 +141,14 @@ pub fn merge_metadata(
     let known: std::collections::HashSet<i32> =
         cmdlines.lines().filter_map(|l| l.split_whitespace().next()?.parse().ok()).collect();
     for tr in traces {
-        if tr.dat.page_size != page_size || tr.dat.header_page != header_page {
+        if tr.dat.page_size() != page_size || tr.dat.header_page() != header_page {
             bail!(
                 "{}: its page layout (page size {}) differs from the kernel's (page size {page_size})",
                 tr.path.display(),
-                tr.dat.page_size
+                tr.dat.page_size()
             );
         }
-        for ev in &tr.dat.events {
+        for ev in tr.dat.events() {
             let full = format!("{}:{}", ev.system, ev.name);
             match ids.get(&ev.id) {
                 Some(other) if *other == full => continue, // the same event (another process)
@@ -166,7 +166,7 @@ pub fn merge_metadata(
                 None => event_formats.push((ev.system.clone(), vec![text])),
             }
         }
-        for (pid, comm) in tr.dat.cmdlines.iter() {
+        for (pid, comm) in tr.dat.cmdlines().iter() {
             if !known.contains(&pid) {
                 cmdlines.push_str(&format!("{pid} {comm}\n"));
             }
@@ -185,14 +185,14 @@ pub fn buffers(traces: &[UserTrace]) -> Result<Vec<BufferPages<'_>>> {
     for tr in traces {
         let Some(bi) = tr
             .dat
-            .buffers
+            .buffers()
             .iter()
             .position(|b| b.kind == tp_format::tracedat::BufferKind::Flyrecord)
         else {
             continue;
         };
         let mut cpus = Vec::new();
-        for (i, c) in tr.dat.buffers[bi].cpus.iter().enumerate() {
+        for (i, c) in tr.dat.buffers()[bi].cpus.iter().enumerate() {
             let src = tr
                 .dat
                 .page_source(bi, i)

@@ -25,7 +25,7 @@ pub fn count_events<R: Read + Seek + Send>(
     // The same refusal as the merged stream (e.g. a latency buffer has no records).
     drop(dat.records(buffer)?);
     let layout = dat.layout();
-    let cpus = dat.buffers[buffer].cpus.len();
+    let cpus = dat.buffers()[buffer].cpus.len();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(cpus);
     if threads <= 1 {
         let mut n = 0;

@@ -9,9 +9,9 @@
 //! use tp_format::tracedat::{TraceDat, Item};
 //! let file = std::fs::File::open("trace.dat")?;
 //! let dat = TraceDat::open(std::io::BufReader::new(file))?;
-//! // metadata: dat.version, dat.header_page, dat.events, dat.kallsyms, dat.printk,
-//! // dat.cmdlines, dat.clock, dat.uname, dat.cpustats, dat.buffers ...
-//! for (i, buf) in dat.buffers.iter().enumerate() {
+//! // metadata: dat.version(), dat.header_page(), dat.events(), dat.kallsyms(), dat.printk(),
+//! // dat.cmdlines(), dat.clock(), dat.uname(), dat.cpustats(), dat.buffers() ...
+//! for (i, buf) in dat.buffers().iter().enumerate() {
 //!     let mut records = dat.records(i)?;        // all CPUs of this buffer, merged by time
 //!     while let Some(item) = records.next() {  // a lending iterator: no allocation per record
 //!         match item {
