@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod analyze;
 mod extract;
 mod format;
 mod list;
@@ -31,6 +32,10 @@ enum Command {
     Extract(extract::Args),
     /// Print events live as the kernel renders them (like trace_pipe).
     Stream(stream::Args),
+    /// strace -c's summary from a recording: calls, errors, time per syscall and task.
+    Syscalls(analyze::syscalls::Args),
+    /// Scheduling latency from a recording: waits to run, run time, preemptions, migrations.
+    Sched(analyze::sched::Args),
 }
 
 fn main() {
@@ -42,6 +47,8 @@ fn main() {
         Command::Record(a) => record::run(a),
         Command::Extract(a) => extract::run(a),
         Command::Stream(a) => stream::run(a),
+        Command::Syscalls(a) => analyze::syscalls::run(a),
+        Command::Sched(a) => analyze::sched::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

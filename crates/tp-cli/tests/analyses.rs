@@ -1,0 +1,360 @@
+//! `tp syscalls`, `tp sched`, `tp faults` and `tp convert`: their figures against
+//! independent computations (strace -c, and a few lines over `tp report --json` of the same
+//! file). Needs root and tracefs (CI runs as root; fails loudly without them), gcc and strace.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const TP: &str = env!("CARGO_BIN_EXE_tp");
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+fn require_tracefs() {
+    assert!(
+        Path::new(TRACEFS).join("instances").is_dir(),
+        "these tests need root and tracefs at {TRACEFS} (CI runs as root)"
+    );
+}
+
+/// A directory for this test binary's files, removed at the end of each test that made it.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let p = std::env::temp_dir().join(format!("tp-analyses-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A deterministic program: known numbers of getppid, failing and succeeding openat, write
+/// and failing close calls, and page faults on a fresh mapping.
+const PROG: &str = r#"
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/mman.h>
+int main(void) {
+    for (int i = 0; i < 1000; i++) getppid();
+    for (int i = 0; i < 50; i++) open("/nonexistent/tp-test", O_RDONLY);
+    int fd = open("/dev/null", O_WRONLY);
+    for (int i = 0; i < 100; i++) write(fd, "x", 1);
+    close(fd);
+    for (int i = 0; i < 7; i++) close(-1);
+    char *p = mmap(0, 64 << 12, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int i = 0; i < 64; i++) p[i << 12] = 1;
+    usleep(2000);
+    return 0;
+}
+"#;
+
+/// The program, compiled once (gcc).
+fn prog() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("tp-analyses-prog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("prog.c");
+        std::fs::write(&src, PROG).unwrap();
+        let exe = dir.join("prog");
+        run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
+        exe
+    })
+}
+
+/// One recording of a small mixed workload (the program, a shell, ls) with syscalls,
+/// scheduling and page-fault events, shared by the tests that check figures against
+/// `tp report --json`; with the report's events parsed.
+struct Recording {
+    file: PathBuf,
+    events: Vec<Value>,
+}
+
+fn recording() -> &'static Recording {
+    static REC: OnceLock<Recording> = OnceLock::new();
+    REC.get_or_init(|| {
+        require_tracefs();
+        let dir = std::env::temp_dir().join(format!("tp-analyses-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("trace.dat");
+        let script = format!(
+            "{} && ls -l / >/dev/null && sleep 0.01 && {}",
+            prog().display(),
+            prog().display()
+        );
+        run(Command::new(TP)
+            .args(["record", "-q", "-e", "raw_syscalls", "-e", "sched", "-e", "exceptions", "-o"])
+            .arg(&file)
+            .args(["--", "sh", "-c", &script]));
+        let out = run(Command::new(TP).args(["report", "--json", "-i"]).arg(&file));
+        let events = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        Recording { file, events }
+    })
+}
+
+fn field(e: &Value, name: &str) -> i64 {
+    e["fields"][name].as_i64().unwrap_or_else(|| panic!("no integer field {name} in {e}"))
+}
+
+fn is(e: &Value, system: &str, event: &str) -> bool {
+    e["system"] == system && e["event"] == event
+}
+
+/// `strace -c -f`'s table: name -> (calls, errors).
+fn strace_counts(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 5
+            || w[0].starts_with('%')
+            || w[0].starts_with('-')
+            || w.last() == Some(&"total")
+        {
+            continue;
+        }
+        let calls = w[3].parse().unwrap_or_else(|_| panic!("strace line {line:?}"));
+        let errors = if w.len() == 6 { w[4].parse().unwrap() } else { 0 };
+        m.insert(w.last().unwrap().to_string(), (calls, errors));
+    }
+    m
+}
+
+#[test]
+fn syscalls_count_as_strace_c() {
+    require_tracefs();
+    let tmp = Tmp::new("strace");
+    let st = tmp.0.join("strace.txt");
+    // Without cargo's LD_LIBRARY_PATH, whose directories the loader would search for libc
+    // (dozens of failing openat calls, the same under both tools, but not the program's).
+    run(Command::new("strace")
+        .args(["-c", "-f", "-o"])
+        .arg(&st)
+        .arg(prog())
+        .env_remove("LD_LIBRARY_PATH"));
+    let strace = strace_counts(&std::fs::read_to_string(&st).unwrap());
+    let out = run(Command::new(TP)
+        .args(["syscalls", "--json", "--"])
+        .arg(prog())
+        .env_remove("LD_LIBRARY_PATH"));
+    let v = json(&out);
+    let tp: BTreeMap<String, (u64, u64)> = v["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (s["name"].as_str().unwrap().to_string(), (n("calls"), n("errors")))
+        })
+        .collect();
+    assert_eq!(v["lost"]["events"], 0, "{v}");
+    // The program's own calls, exactly.
+    for name in ["getppid", "openat", "write", "close", "execve", "mmap", "munmap", "exit_group"] {
+        assert_eq!(tp.get(name), strace.get(name), "{name}: tp {tp:?}\nstrace {strace:?}");
+    }
+    assert_eq!(tp["getppid"], (1000, 0));
+    assert_eq!((tp["openat"].1, tp["write"].0, tp["close"].1), (50, 100, 7), "{tp:?}\n{strace:?}");
+    // Every other syscall the same, except one: the child that tp (as strace) starts waits
+    // for a `read` on a pipe before it execs the program; that call began before the
+    // recording (tp counts it, untimed, and says so), strace does not see it.
+    let names: std::collections::BTreeSet<&String> = tp.keys().chain(strace.keys()).collect();
+    for name in names {
+        let (t, s) = (
+            tp.get(name).copied().unwrap_or_default(),
+            strace.get(name).copied().unwrap_or_default(),
+        );
+        if name == "read" {
+            assert!(t.0 == s.0 || t.0 == s.0 + 1, "read: tp {t:?} strace {s:?}");
+        } else {
+            assert_eq!(t, s, "{name}: tp {tp:?}\nstrace {strace:?}");
+        }
+    }
+    assert!(v["began_before"].as_u64().unwrap() <= 1, "{v}");
+    assert_eq!(v["no_return"]["exit_group"], 1, "{v}");
+}
+
+#[test]
+fn syscalls_figures_equal_a_computation_from_the_report() {
+    let rec = recording();
+    // pid -> (nr, entry time); per nr: calls, errors, timed, total, max.
+    let mut pending: HashMap<i64, (i64, u64)> = HashMap::new();
+    let mut want: BTreeMap<i64, [u64; 5]> = BTreeMap::new();
+    for e in &rec.events {
+        assert!(e.get("lost").is_none(), "the test recording lost events: {e}");
+        let (pid, ts) = (e["pid"].as_i64().unwrap(), e["ts"].as_u64().unwrap());
+        if is(e, "raw_syscalls", "sys_enter") {
+            pending.insert(pid, (field(e, "id"), ts));
+        } else if is(e, "raw_syscalls", "sys_exit") {
+            let nr = field(e, "id");
+            let ret = field(e, "ret");
+            let w = want.entry(nr).or_default();
+            w[0] += 1;
+            w[1] += (-4095..0).contains(&ret) as u64;
+            if let Some((n, t0)) = pending.remove(&pid) {
+                if n == nr {
+                    w[2] += 1;
+                    w[3] += ts - t0;
+                    w[4] = w[4].max(ts - t0);
+                }
+            }
+        }
+    }
+    let v = json(&run(Command::new(TP).args(["syscalls", "--json", "-i"]).arg(&rec.file)));
+    let got: BTreeMap<i64, [u64; 5]> = v["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (
+                s["nr"].as_i64().unwrap(),
+                [n("calls"), n("errors"), n("timed"), n("total_ns"), n("max_ns")],
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(want[&110][0] >= 2000, "getppid calls: {:?}", want.get(&110));
+}
+
+#[test]
+fn sched_figures_equal_a_computation_from_the_report() {
+    let rec = recording();
+    // pid -> runnable since / running since (ts, cpu); per pid: waits, wait total, max wait,
+    // run time, switches, preemptions, migrations.
+    let mut runnable: HashMap<i64, u64> = HashMap::new();
+    let mut running: HashMap<i64, (u64, u64)> = HashMap::new();
+    let mut want: BTreeMap<i64, [u64; 7]> = BTreeMap::new();
+    for e in &rec.events {
+        let (ts, cpu) = (e["ts"].as_u64().unwrap(), e["cpu"].as_u64().unwrap());
+        if is(e, "sched", "sched_waking") || is(e, "sched", "sched_wakeup_new") {
+            let pid = field(e, "pid");
+            if pid != 0 && !runnable.contains_key(&pid) && !running.contains_key(&pid) {
+                runnable.insert(pid, ts);
+                want.entry(pid).or_default();
+            }
+        } else if is(e, "sched", "sched_migrate_task") {
+            want.entry(field(e, "pid")).or_default()[6] += 1;
+        } else if is(e, "sched", "sched_switch") {
+            let (prev, next) = (field(e, "prev_pid"), field(e, "next_pid"));
+            if prev != 0 {
+                let w = want.entry(prev).or_default();
+                if let Some((t0, c)) = running.remove(&prev) {
+                    if c == cpu {
+                        w[3] += ts - t0;
+                    }
+                }
+                if field(e, "prev_state") & 0xff == 0 {
+                    w[5] += 1;
+                    runnable.insert(prev, ts);
+                }
+            }
+            if next != 0 {
+                let w = want.entry(next).or_default();
+                w[4] += 1;
+                running.insert(next, (ts, cpu));
+                if let Some(t0) = runnable.remove(&next) {
+                    w[0] += 1;
+                    w[1] += ts - t0;
+                    w[2] = w[2].max(ts - t0);
+                }
+            }
+        }
+    }
+    let v = json(&run(Command::new(TP).args(["sched", "--json", "-i"]).arg(&rec.file)));
+    let got: BTreeMap<i64, [u64; 7]> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let n = |k: &str| t[k].as_u64().unwrap();
+            let max = t["max_wait"]["ns"].as_u64().unwrap_or(0);
+            let f = [
+                n("waits"),
+                n("wait_total_ns"),
+                max,
+                n("run_ns"),
+                n("switches"),
+                n("preemptions"),
+                n("migrations"),
+            ];
+            (t["pid"].as_i64().unwrap(), f)
+        })
+        .collect();
+    assert_eq!(got, want);
+    let total: u64 = want.values().map(|w| w[0]).sum();
+    assert!(total > 5, "too few waits to test: {want:?}");
+    let hist: u64 =
+        v["hist"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert_eq!(hist, total);
+    // The worst wait is the largest of all, with its timestamps.
+    let worst = &v["worst"][0];
+    assert_eq!(worst["ns"].as_u64().unwrap(), want.values().map(|w| w[2]).max().unwrap());
+    assert_eq!(
+        worst["to_ns"].as_u64().unwrap() - worst["from_ns"].as_u64().unwrap(),
+        worst["ns"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn a_task_filter_and_a_window_select() {
+    let rec = recording();
+    let pid = rec
+        .events
+        .iter()
+        .find(|e| e["comm"] == "prog")
+        .and_then(|e| e["pid"].as_i64())
+        .expect("prog in the recording");
+    let v = json(&run(Command::new(TP)
+        .args(["syscalls", "--json", "-P", &pid.to_string(), "-i"])
+        .arg(&rec.file)));
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{v}");
+    assert_eq!(tasks[0]["pid"], pid);
+    let v = json(&run(Command::new(TP)
+        .args(["sched", "--json", "--comm", "pro?", "-i"])
+        .arg(&rec.file)));
+    assert!(v["tasks"].as_array().unwrap().iter().all(|t| t["comm"] == "prog"), "{v}");
+    // A window of the first half: only events in it (ns, from the report's times).
+    let first = rec.events.iter().find_map(|e| e["ts"].as_u64()).unwrap();
+    let last = rec.events.iter().rev().find_map(|e| e["ts"].as_u64()).unwrap();
+    let mid = first + (last - first) / 2;
+    let arg = format!("{}.{:09}", mid / 1_000_000_000, mid % 1_000_000_000);
+    let v = json(&run(Command::new(TP)
+        .args(["syscalls", "--json", "--to", &arg, "-i"])
+        .arg(&rec.file)));
+    let n = rec.events.iter().filter(|e| e["ts"].as_u64().is_some_and(|t| t <= mid)).count();
+    assert_eq!(v["window"]["events"].as_u64().unwrap() as usize, n);
+    let exits = rec
+        .events
+        .iter()
+        .filter(|e| is(e, "raw_syscalls", "sys_exit") && e["ts"].as_u64().unwrap() <= mid)
+        .count();
+    assert_eq!(v["total"]["calls"].as_u64().unwrap() as usize, exits);
+}
