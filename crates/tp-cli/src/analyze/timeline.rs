@@ -92,21 +92,21 @@ impl Timeline {
     pub fn open(path: &Path) -> anyhow::Result<Timeline> {
         let input = path.display().to_string();
         let file = File::open(path).with_context(|| format!("cannot open {input}"))?;
-        let mut dat = TraceDat::open_file(file).with_context(|| format!("cannot read {input}"))?;
-        for e in &dat.format_errors {
+        let dat = TraceDat::open_file(file).with_context(|| format!("cannot read {input}"))?;
+        for e in dat.format_errors() {
             eprintln!("tp: {input}: {e} (its events are left out)");
         }
         let buffers = dat
-            .buffers
+            .buffers()
             .iter()
             .enumerate()
             .filter(|(_, b)| b.kind == BufferKind::Flyrecord)
             .map(|(i, b)| (i, b.name.clone()))
             .collect();
-        let clock = dat.clock.clone().unwrap_or_else(|| "local".into());
-        let ts_in_ns = dat.tsc2nsec.is_some() || tp_format::text::clock_is_ns(&clock);
-        let cmdlines = std::mem::take(&mut dat.cmdlines);
-        let big_endian = dat.big_endian;
+        let clock = dat.clock().unwrap_or("local").to_string();
+        let ts_in_ns = dat.tsc2nsec().is_some() || tp_format::text::clock_is_ns(&clock);
+        let cmdlines = dat.cmdlines().clone();
+        let big_endian = dat.big_endian();
         Ok(Timeline { dat, input, buffers, cmdlines, ts_in_ns, clock, big_endian })
     }
 
@@ -116,11 +116,11 @@ impl Timeline {
 
     /// The format of `system:name`, if the file has it.
     pub fn event(&self, system: &str, name: &str) -> Option<&EventFormat> {
-        self.dat.events.iter().find(|f| f.system == system && f.name == name)
+        self.dat.events().iter().find(|f| f.system == system && f.name == name)
     }
 
     pub fn formats(&self) -> &[EventFormat] {
-        &self.dat.events
+        self.dat.events()
     }
 
     /// A task's name from the file's saved cmdlines (`<...>` when unknown).
@@ -134,7 +134,7 @@ impl Timeline {
         let mut total = 0;
         let bar = progress_bar(self.dat.file_len());
         for (k, (b, _)) in self.buffers.iter().enumerate() {
-            for (i, c) in self.dat.buffers[*b].cpus.iter().enumerate() {
+            for (i, c) in self.dat.buffers()[*b].cpus.iter().enumerate() {
                 let id = ((k as u32) << CPU_BITS) | c.cpu;
                 let inner = self.dat.page_source(*b, i)?;
                 total += c.size;
