@@ -27,15 +27,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(prog) = &args.program {
         return run_program(Path::new(prog), &args);
     }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let perf_listed = list_perf_events(&mut out, args.glob.as_deref())?;
     let fs = Tracefs::discover()?;
     let events = match &args.glob {
-        Some(g) => fs.match_events(g)?,
+        Some(g) => fs.match_events(g).or_else(|e| if perf_listed { Ok(vec![]) } else { Err(e) })?,
         None => fs.available_events()?,
     };
-    if events.is_empty() {
+    if events.is_empty() && !perf_listed {
         bail!("no event matches {:?} (see `tp list`)", args.glob.clone().unwrap_or_default());
     }
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for ev in &events {
         writeln!(out, "{ev}")?;
         if args.fields {
@@ -45,6 +46,32 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     out.flush()?;
     Ok(0)
+}
+
+/// The perf_event_open events (software, hardware, cache, breakpoints) as `perf list`
+/// shows them, those matching `glob` (all without one); hardware and cache events this
+/// machine lacks (no PMU, as in a VM) are marked. Returns whether any was listed.
+fn list_perf_events(out: &mut impl Write, glob: Option<&str>) -> anyhow::Result<bool> {
+    use tp_format::glob::glob_match;
+    use tp_perf::events::{symbolic_events, Class};
+    let mut any = false;
+    for s in symbolic_events() {
+        if glob.is_some_and(|g| !s.names.iter().any(|n| glob_match(g, n))) {
+            continue;
+        }
+        let ev = tp_perf::Event::symbolic(s.names[0])?;
+        let missing = matches!(s.class, Class::Hardware | Class::HwCache)
+            && !tp_perf::counter::supported(&ev);
+        let note = if missing { ", not supported here" } else { "" };
+        writeln!(out, "  {:<48} [{}{note}]", s.names.join(" OR "), s.class.label())?;
+        any = true;
+    }
+    if glob.map_or(true, |g| glob_match(g, "mem:")) {
+        writeln!(out, "  {:<48} [{}]", "mem:<addr>[/len][:access]", Class::Breakpoint.label())?;
+        writeln!(out, "  {:<48} [{}]", "mem:<symbol>[/len][:access]", Class::Breakpoint.label())?;
+        any = true;
+    }
+    Ok(any)
 }
 
 fn print_fields(out: &mut impl Write, f: &EventFormat) -> std::io::Result<()> {

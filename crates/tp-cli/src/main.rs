@@ -9,6 +9,7 @@ mod format;
 mod list;
 mod record;
 mod report;
+mod stat;
 mod stream;
 
 #[derive(Parser)]
@@ -36,6 +37,8 @@ enum Command {
     Syscalls(analyze::syscalls::Args),
     /// Scheduling latency from a recording: waits to run, run time, preemptions, migrations.
     Sched(analyze::sched::Args),
+    /// Count events through perf_event_open, like `perf stat`.
+    Stat(stat::Args),
 }
 
 fn main() {
@@ -49,6 +52,7 @@ fn main() {
         Command::Stream(a) => stream::run(a),
         Command::Syscalls(a) => analyze::syscalls::run(a),
         Command::Sched(a) => analyze::sched::run(a),
+        Command::Stat(a) => stat::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

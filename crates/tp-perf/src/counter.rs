@@ -1,0 +1,424 @@
+//! Counters: one perf event opened on one task or CPU, read with time_enabled/time_running
+//! so a multiplexed count can be scaled; groups; a [`CounterSet`] for counting many events
+//! over many tasks or CPUs at once (what `tp stat` does).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use perf_event_open_sys::bindings::{self as b, perf_event_attr};
+
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::sys;
+
+/// Where a counter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// One thread (and, with `inherit`, the tasks it creates later), on any CPU.
+    Thread(i32),
+    /// Every task on one CPU (needs CAP_PERFMON or perf_event_paranoid <= 0).
+    Cpu(u32),
+}
+
+impl Target {
+    fn pid_cpu(self) -> (i32, i32) {
+        match self {
+            Target::Thread(t) => (t, -1),
+            Target::Cpu(c) => (-1, c as i32),
+        }
+    }
+}
+
+/// Sampling: what each sample carries and how often one is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampling {
+    /// PERF_SAMPLE_* bits.
+    pub sample_type: u64,
+    /// A sample every `period` events, or (`freq`) about `period` samples a second.
+    pub period: u64,
+    pub freq: bool,
+    /// A clock for the samples' time (CLOCK_MONOTONIC shares tracefs' `mono` timeline).
+    pub clockid: Option<i32>,
+    /// COMM/MMAP2/FORK/EXIT side records (put on one event of each ring).
+    pub side_records: bool,
+    /// Wake the reader after this many bytes are in the ring.
+    pub watermark: u32,
+}
+
+/// How to open a counter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CounterOptions {
+    /// Count the tasks the target creates after the open, too.
+    pub inherit: bool,
+    /// Start disabled and enable at the target's next exec (a command counted from its first
+    /// instruction; tp's own set-up not counted).
+    pub enable_on_exec: bool,
+    /// Start disabled (enable with [`Counter::enable`]).
+    pub disabled: bool,
+    /// Read the whole group through the leader (PERF_FORMAT_GROUP).
+    pub read_group: bool,
+    pub sampling: Option<Sampling>,
+}
+
+/// The perf_event_attr for an event (pure; what [`Counter::open`] passes to the kernel).
+pub fn attr_for(ev: &Event, o: &CounterOptions) -> perf_event_attr {
+    let mut a = perf_event_attr {
+        type_: ev.type_,
+        config: ev.config,
+        read_format: (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+        ..Default::default()
+    };
+    if o.read_group {
+        a.read_format |= (b::PERF_FORMAT_GROUP | b::PERF_FORMAT_ID) as u64;
+    }
+    if let Some((addr, len, access)) = ev.bp {
+        a.bp_type = access;
+        a.bp_addr = addr;
+        a.bp_len = len;
+        // As perf does: a breakpoint "samples" every hit; counting ignores it.
+        a.sample_period = 1;
+    }
+    a.set_exclude_user(ev.modifiers.exclude_user as u64);
+    a.set_exclude_kernel(ev.modifiers.exclude_kernel as u64);
+    a.set_exclude_hv(ev.modifiers.exclude_kernel as u64);
+    a.set_inherit(o.inherit as u64);
+    a.set_disabled((o.disabled || o.enable_on_exec) as u64);
+    a.set_enable_on_exec(o.enable_on_exec as u64);
+    if let Some(s) = o.sampling {
+        a.sample_type = s.sample_type;
+        if s.freq {
+            a.set_freq(1);
+            a.sample_freq = s.period;
+        } else {
+            a.sample_period = s.period;
+        }
+        if let Some(c) = s.clockid {
+            a.set_use_clockid(1);
+            a.clockid = c;
+        }
+        a.set_sample_id_all(1);
+        if s.side_records {
+            a.set_mmap(1);
+            a.set_mmap2(1);
+            a.set_comm(1);
+            a.set_comm_exec(1);
+            a.set_task(1);
+        }
+        if s.watermark > 0 {
+            a.set_watermark(1);
+            a.wakeup_watermark = s.watermark;
+        } else {
+            a.wakeup_events = 1;
+        }
+    }
+    a
+}
+
+/// One value as read(2) returns it with TOTAL_TIME_ENABLED|RUNNING.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub value: u64,
+    /// Nanoseconds the event was enabled / actually counting (less when multiplexed).
+    pub enabled: u64,
+    pub running: u64,
+}
+
+impl Reading {
+    /// The value scaled to the time enabled (perf stat's estimate for a multiplexed event).
+    pub fn scaled(&self) -> f64 {
+        if self.running == 0 || self.running >= self.enabled {
+            self.value as f64
+        } else {
+            self.value as f64 * self.enabled as f64 / self.running as f64
+        }
+    }
+    /// Fraction of the enabled time the event was counting (1.0: not multiplexed).
+    pub fn running_fraction(&self) -> f64 {
+        if self.enabled == 0 {
+            1.0
+        } else {
+            (self.running as f64 / self.enabled as f64).min(1.0)
+        }
+    }
+    /// Sum of readings of one event over threads or CPUs.
+    pub fn add(&mut self, o: &Reading) {
+        self.value += o.value;
+        self.enabled += o.enabled;
+        self.running += o.running;
+    }
+    /// The difference since `earlier` (interval counts).
+    pub fn since(&self, earlier: &Reading) -> Reading {
+        Reading {
+            value: self.value.wrapping_sub(earlier.value),
+            enabled: self.enabled.saturating_sub(earlier.enabled),
+            running: self.running.saturating_sub(earlier.running),
+        }
+    }
+}
+
+/// Parse a PERF_FORMAT_GROUP|ID|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING read:
+/// `nr, enabled, running, {value, id} * nr` -> (id, reading) per member.
+pub fn parse_group_read(words: &[u64]) -> Option<Vec<(u64, Reading)>> {
+    let (&nr, rest) = words.split_first()?;
+    let (&enabled, rest) = rest.split_first()?;
+    let (&running, rest) = rest.split_first()?;
+    let nr = usize::try_from(nr).ok()?;
+    if rest.len() < nr.checked_mul(2)? {
+        return None;
+    }
+    Some(
+        rest.chunks_exact(2)
+            .take(nr)
+            .map(|p| (p[1], Reading { value: p[0], enabled, running }))
+            .collect(),
+    )
+}
+
+/// An open perf event.
+#[derive(Debug)]
+pub struct Counter {
+    fd: OwnedFd,
+    name: String,
+    read_group: bool,
+}
+
+impl Counter {
+    /// perf_event_open for `ev` on `target`; `group`: the leader to join.
+    pub fn open(
+        ev: &Event,
+        target: Target,
+        o: &CounterOptions,
+        group: Option<&Counter>,
+    ) -> Result<Counter> {
+        let mut attr = attr_for(ev, o);
+        let (pid, cpu) = target.pid_cpu();
+        let ctx = sys::OpenCtx {
+            event: &ev.name,
+            hardware: ev.is_hardware(),
+            system_wide: pid == -1,
+            pid,
+        };
+        let fd = sys::perf_event_open(&mut attr, pid, cpu, group.map(|g| g.fd.as_raw_fd()), &ctx)?;
+        Ok(Counter { fd, name: ev.name.clone(), read_group: o.read_group })
+    }
+
+    /// The event's name as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kernel's id of this event (what samples and group reads carry).
+    pub fn id(&self) -> Result<u64> {
+        sys::event_id(&self.fd, &self.name)
+    }
+
+    pub fn enable(&self) -> Result<()> {
+        sys::ioctl(&self.fd, sys::Ioctl::Enable, false, &self.name)
+    }
+    pub fn disable(&self) -> Result<()> {
+        sys::ioctl(&self.fd, sys::Ioctl::Disable, false, &self.name)
+    }
+    pub fn reset(&self) -> Result<()> {
+        sys::ioctl(&self.fd, sys::Ioctl::Reset, false, &self.name)
+    }
+    /// Enable/disable a whole group through its leader.
+    pub fn enable_group(&self) -> Result<()> {
+        sys::ioctl(&self.fd, sys::Ioctl::Enable, true, &self.name)
+    }
+    pub fn disable_group(&self) -> Result<()> {
+        sys::ioctl(&self.fd, sys::Ioctl::Disable, true, &self.name)
+    }
+
+    /// The current count (not for a leader opened with `read_group`).
+    pub fn read(&self) -> Result<Reading> {
+        let mut w = [0u64; 3];
+        let n = sys::read_counter(&self.fd, &mut w, &self.name)?;
+        if n < 3 || self.read_group {
+            return Err(self.short_read(n));
+        }
+        Ok(Reading { value: w[0], enabled: w[1], running: w[2] })
+    }
+
+    /// Every member's count, read at once through the leader (opened with `read_group`).
+    pub fn read_group(&self, members: usize) -> Result<Vec<(u64, Reading)>> {
+        let mut w = vec![0u64; 3 + 2 * members];
+        let n = sys::read_counter(&self.fd, &mut w, &self.name)?;
+        parse_group_read(&w[..n]).ok_or_else(|| self.short_read(n))
+    }
+
+    fn short_read(&self, n: usize) -> Error {
+        Error::Sys {
+            call: "read",
+            event: self.name.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{n} words")),
+        }
+    }
+
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+/// One event counted on several targets; `None` when the machine does not support it.
+#[derive(Debug)]
+pub struct EventCounters {
+    pub event: Event,
+    pub counters: Option<Vec<Counter>>,
+    /// Why it is not supported (for `--verbose` style messages).
+    pub unsupported: Option<String>,
+}
+
+impl EventCounters {
+    /// The sum over targets, `None` for `<not supported>`.
+    pub fn read(&self) -> Result<Option<Reading>> {
+        let Some(cs) = &self.counters else { return Ok(None) };
+        let mut sum = Reading::default();
+        for c in cs {
+            sum.add(&c.read()?);
+        }
+        Ok(Some(sum))
+    }
+}
+
+/// Many events over many targets (each event opened separately on each target, as perf stat
+/// does: inherited counters cannot be read as groups).
+#[derive(Debug)]
+pub struct CounterSet {
+    pub events: Vec<EventCounters>,
+}
+
+impl CounterSet {
+    /// Open every event on every target. An event the machine lacks (no PMU) is kept as
+    /// `<not supported>`; any other failure is an error (nothing stays open).
+    pub fn open(events: &[Event], targets: &[Target], o: &CounterOptions) -> Result<CounterSet> {
+        let mut out = Vec::new();
+        for ev in events {
+            let mut ev = ev.clone();
+            let mut cs = Vec::new();
+            let mut unsupported = None;
+            for &t in targets {
+                let opened = match Counter::open(&ev, t, o, None) {
+                    // As perf does: where perf_event_paranoid forbids counting the kernel's
+                    // share for this user, count user space only and say so (`cs:u`).
+                    Err(Error::Permission { .. }) if user_only_may_work(&ev, t) => {
+                        ev.modifiers.exclude_kernel = true;
+                        ev.name.push_str(":u");
+                        Counter::open(&ev, t, o, None)
+                    }
+                    r => r,
+                };
+                match opened {
+                    Ok(c) => cs.push(c),
+                    Err(e) if e.is_not_supported() => {
+                        unsupported = Some(e.to_string());
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let counters = if unsupported.is_some() { None } else { Some(cs) };
+            out.push(EventCounters { event: ev, counters, unsupported });
+        }
+        Ok(CounterSet { events: out })
+    }
+
+    fn each(&self, f: impl Fn(&Counter) -> Result<()>) -> Result<()> {
+        for e in &self.events {
+            for c in e.counters.iter().flatten() {
+                f(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn enable(&self) -> Result<()> {
+        self.each(Counter::enable)
+    }
+    pub fn disable(&self) -> Result<()> {
+        self.each(Counter::disable)
+    }
+
+    /// Every event's sum, in order (`None`: not supported).
+    pub fn read(&self) -> Result<Vec<Option<Reading>>> {
+        self.events.iter().map(EventCounters::read).collect()
+    }
+}
+
+/// A refused per-task event without modifiers, not a tracepoint (whose kernel share is
+/// the whole point): retried for user space only.
+fn user_only_may_work(ev: &Event, t: Target) -> bool {
+    matches!(t, Target::Thread(_))
+        && ev.modifiers == crate::events::Modifiers::default()
+        && !matches!(ev.class, crate::events::Class::Tracepoint)
+}
+
+/// Can this machine count `ev` (for this process)? False only for `<not supported>`:
+/// another refusal (permissions) says nothing about the PMU.
+pub fn supported(ev: &Event) -> bool {
+    let o = CounterOptions { disabled: true, ..Default::default() };
+    !matches!(Counter::open(ev, Target::Thread(0), &o, None), Err(e) if e.is_not_supported())
+}
+
+/// The online CPUs (`/sys/devices/system/cpu/online`).
+pub fn online_cpus() -> Result<Vec<u32>> {
+    sys::online_cpus()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attr_has_what_counting_needs() {
+        let ev = Event::symbolic("major-faults:u").unwrap();
+        let o = CounterOptions { inherit: true, enable_on_exec: true, ..Default::default() };
+        let a = attr_for(&ev, &o);
+        assert_eq!(
+            (a.type_, a.config),
+            (b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_PAGE_FAULTS_MAJ as u64)
+        );
+        assert_eq!(a.inherit(), 1);
+        assert_eq!(a.disabled(), 1, "enable_on_exec needs the event disabled until exec");
+        assert_eq!(a.enable_on_exec(), 1);
+        assert_eq!(a.exclude_kernel(), 1);
+        assert_eq!(a.exclude_user(), 0);
+        assert_eq!(a.read_format, 3);
+    }
+
+    #[test]
+    fn attr_for_sampling_on_the_mono_clock() {
+        let ev = Event::symbolic("cpu-clock").unwrap();
+        let s = Sampling {
+            sample_type: (b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME) as u64,
+            period: 997,
+            freq: true,
+            clockid: Some(libc::CLOCK_MONOTONIC),
+            side_records: true,
+            watermark: 0,
+        };
+        let a = attr_for(&ev, &CounterOptions { sampling: Some(s), ..Default::default() });
+        assert_eq!(
+            (a.freq(), a.sample_freq, a.use_clockid(), a.clockid),
+            (1, 997, 1, libc::CLOCK_MONOTONIC)
+        );
+        assert_eq!((a.sample_id_all(), a.mmap2(), a.comm(), a.task()), (1, 1, 1, 1));
+    }
+
+    #[test]
+    fn scaling_and_group_reads() {
+        let r = Reading { value: 100, enabled: 2000, running: 500 };
+        assert_eq!(r.scaled(), 400.0);
+        assert_eq!(r.running_fraction(), 0.25);
+        let full = Reading { value: 7, enabled: 10, running: 10 };
+        assert_eq!(full.scaled(), 7.0);
+        let g = parse_group_read(&[2, 100, 50, 11, 1001, 22, 1002]).unwrap();
+        assert_eq!(
+            g,
+            vec![
+                (1001, Reading { value: 11, enabled: 100, running: 50 }),
+                (1002, Reading { value: 22, enabled: 100, running: 50 }),
+            ]
+        );
+        assert!(parse_group_read(&[3, 1, 1, 5, 6]).is_none());
+        assert!(parse_group_read(&[]).is_none());
+    }
+}
