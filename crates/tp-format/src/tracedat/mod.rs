@@ -65,7 +65,7 @@
 //! checked against the file length before anything is allocated; nothing panics or loops on
 //! malformed input.
 
-mod bytes;
+pub(crate) mod bytes;
 mod compress;
 mod read;
 mod records;
