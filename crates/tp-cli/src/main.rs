@@ -39,6 +39,8 @@ enum Command {
     Sched(analyze::sched::Args),
     /// Count events through perf_event_open, like `perf stat`.
     Stat(stat::Args),
+    /// Page faults from a recording: per task, kind, page, instruction and file.
+    Faults(analyze::faults::Args),
 }
 
 fn main() {
@@ -53,6 +55,7 @@ fn main() {
         Command::Syscalls(a) => analyze::syscalls::run(a),
         Command::Sched(a) => analyze::sched::run(a),
         Command::Stat(a) => stat::run(a),
+        Command::Faults(a) => analyze::faults::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -358,3 +358,56 @@ fn a_task_filter_and_a_window_select() {
         .count();
     assert_eq!(v["total"]["calls"].as_u64().unwrap() as usize, exits);
 }
+
+#[test]
+fn faults_figures_equal_a_computation_from_the_report() {
+    let rec = recording();
+    // pid -> [user, kernel, write, exec, prot]; page -> faults.
+    let mut want: BTreeMap<i64, [u64; 5]> = BTreeMap::new();
+    let mut pages: BTreeMap<u64, u64> = BTreeMap::new();
+    for e in &rec.events {
+        let kernel = is(e, "exceptions", "page_fault_kernel");
+        if !kernel && !is(e, "exceptions", "page_fault_user") {
+            continue;
+        }
+        let code = field(e, "error_code") as u64;
+        let w = want.entry(e["pid"].as_i64().unwrap()).or_default();
+        w[kernel as usize] += 1;
+        w[2] += (code & 2 != 0) as u64;
+        w[3] += (code & 16 != 0) as u64;
+        w[4] += (code & 1 != 0) as u64;
+        *pages.entry(e["fields"]["address"].as_u64().unwrap() & !0xfff).or_default() += 1;
+    }
+    let v = json(&run(Command::new(TP)
+        .args(["faults", "--json", "--top", "1000000", "-i"])
+        .arg(&rec.file)));
+    let got: BTreeMap<i64, [u64; 5]> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let n = |k: &str| t[k].as_u64().unwrap();
+            (t["pid"].as_i64().unwrap(), [n("user"), n("kernel"), n("write"), n("exec"), n("prot")])
+        })
+        .collect();
+    assert_eq!(got, want);
+    let got_pages: BTreeMap<u64, u64> = v["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["page"].as_u64().unwrap(), p["faults"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got_pages, pages);
+    // Each run of the program writes to 64 fresh pages: at least that many write faults.
+    let progs: Vec<&[u64; 5]> = rec
+        .events
+        .iter()
+        .filter(|e| e["comm"] == "prog")
+        .filter_map(|e| e["pid"].as_i64())
+        .collect::<std::collections::BTreeSet<_>>()
+        .iter()
+        .map(|p| &want[p])
+        .collect();
+    assert_eq!(progs.len(), 2, "{want:?}");
+    assert!(progs.iter().all(|w| w[2] >= 64), "{progs:?}");
+}

@@ -7,6 +7,7 @@
 //! fed decoded events, so they are tested without root or a trace file. Inputs from perf.data
 //! (software events, stacks) can feed the same computations once tp reads perf.data.
 
+pub mod faults;
 pub mod sched;
 pub mod syscalls;
 pub mod timeline;

@@ -123,6 +123,10 @@ impl Timeline {
         self.dat.events()
     }
 
+    pub fn kallsyms(&self) -> &tp_format::symbols::Kallsyms {
+        self.dat.kallsyms()
+    }
+
     /// A task's name from the file's saved cmdlines (`<...>` when unknown).
     pub fn comm(&self, pid: i32) -> &str {
         self.cmdlines.comm(pid)
