@@ -231,7 +231,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     }
     let cap = inst.capture(outs, &CaptureConfig::default())?;
     let t0 = Instant::now();
-    session::start(&inst, &mut child)?;
+    session::start(&inst, &events, &mut child)?;
     if std::env::var_os("TP_TEST_PANIC_WHILE_RECORDING").is_some() {
         // For the state tests: the instance must go on a panic's unwinding too.
         panic!("TP_TEST_PANIC_WHILE_RECORDING is set");

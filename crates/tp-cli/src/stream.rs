@@ -80,7 +80,7 @@ pub fn run(args: Args) -> Result<i32> {
     let tables = Tables {
         kallsyms: Kallsyms::parse(&tfs.kallsyms()?),
         printk: PrintkFormats::parse(&tfs.printk_formats()?),
-        cmdlines: cmdlines(&tfs),
+        cmdlines: cmdlines(&tfs, args.tgid),
     };
     let options = Options {
         columns: Columns { tgid: args.tgid, irq_info: true },
@@ -95,9 +95,8 @@ pub fn run(args: Args) -> Result<i32> {
         readers.push(inst.raw_reader(c)?);
     }
     let mut out = Printer { stdout: std::io::stdout().lock(), buf: String::new(), closed: false };
-    session::start(&inst, &mut child)?;
+    session::start(&inst, &events, &mut child)?;
     let t0 = Instant::now();
-    let mut last_cmdlines = t0 - Duration::from_secs(1);
     let mut page = vec![0u8; layout.page_size()];
     let mut batch: Vec<(u64, u32, Vec<u8>)> = Vec::new();
     let mut exit = 0;
@@ -112,23 +111,14 @@ pub fn run(args: Args) -> Result<i32> {
         };
         tp_tracefs::sys::poll_readable(&fds, wait.as_millis() as i32)?;
         read_all(&mut readers, &mut page, &layout, &mut batch, &mut out)?;
-        // A task first seen in this batch: its comm is in saved_cmdlines by now.
-        let unknown = batch.iter().any(|(_, _, d)| {
-            renderer
-                .common(d)
-                .is_some_and(|c| c.pid != 0 && renderer.tables.cmdlines.known(c.pid).is_none())
-        });
-        if unknown && last_cmdlines.elapsed() > Duration::from_millis(10) {
-            renderer.tables.cmdlines = cmdlines(&tfs);
-            last_cmdlines = Instant::now();
+        // Names as the kernel's `trace_pipe` prints them: from `saved_cmdlines` as it is
+        // when the events are read (it follows exec, fork and comm changes at each switch).
+        if !batch.is_empty() {
+            renderer.tables.cmdlines = cmdlines(&tfs, args.tgid);
         }
         flush_batch(&mut batch, &renderer, &mut out)?;
         if out.closed {
             break 'run;
-        }
-        if last_cmdlines.elapsed() > Duration::from_secs(1) {
-            renderer.tables.cmdlines = cmdlines(&tfs);
-            last_cmdlines = Instant::now();
         }
         if let Some(c) = &child {
             if let Some(st) = process::wait_pid(c.pid(), true)? {
@@ -165,7 +155,7 @@ pub fn run(args: Args) -> Result<i32> {
     }
     inst.set_tracing_on(false)?;
     if !out.closed {
-        renderer.tables.cmdlines = cmdlines(&tfs);
+        renderer.tables.cmdlines = cmdlines(&tfs, args.tgid);
         read_all(&mut readers, &mut page, &layout, &mut batch, &mut out)?;
         flush_batch(&mut batch, &renderer, &mut out)?;
     }
@@ -175,9 +165,11 @@ pub fn run(args: Args) -> Result<i32> {
     Ok(exit)
 }
 
-fn cmdlines(tfs: &tp_tracefs::Tracefs) -> Cmdlines {
+fn cmdlines(tfs: &tp_tracefs::Tracefs, tgids: bool) -> Cmdlines {
     let mut c = Cmdlines::parse(&tfs.saved_cmdlines().unwrap_or_default());
-    c.add_tgids(&tfs.saved_tgids().unwrap_or_default());
+    if tgids {
+        c.add_tgids(&tfs.saved_tgids().unwrap_or_default());
+    }
     c
 }
 

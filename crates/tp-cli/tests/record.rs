@@ -716,3 +716,236 @@ fn all_processes_leave_out_tps_own_threads() {
     let own = pids.iter().filter(|p| tp_tids.contains(p)).count();
     assert_eq!(own, 0, "{own} events of tp's own threads {tp_tids:?}");
 }
+
+/// One line of the kernel's text: (cpu, comm, pid, flags, timestamp, "event: text").
+fn kernel_line(l: &str) -> Option<(u32, String, i32, String, f64, String)> {
+    // `%16s-%-7d [%03d] FLAGS TS: event: text`; a comm may hold spaces and dashes.
+    let comm = l.get(..16)?.trim_start().to_string();
+    let rest = l.get(16..)?.strip_prefix('-')?;
+    let (pid, rest) = rest.split_once(" [")?;
+    let (cpu, rest) = rest.split_once("] ")?;
+    let (flags, rest) = rest.split_once(' ')?;
+    let (ts, body) = rest.trim_start().split_once(": ")?;
+    Some((
+        cpu.parse().ok()?,
+        comm,
+        pid.trim().parse().ok()?,
+        flags.to_string(),
+        ts.parse().ok()?,
+        body.to_string(),
+    ))
+}
+
+/// `tp stream` prints what the kernel's own `trace_pipe` prints for the same events. The
+/// oracle is a twin: a second instance with the same events, clock and pid filter, read live
+/// through its `trace_pipe` while tp streams its own (each reader consumes what it reads, so
+/// they cannot share a buffer; running the workload twice would not be the same run). Every
+/// event is written into both buffers by the same tracepoint call, so the two texts differ
+/// only in the timestamps (each buffer reads the clock itself) and in lines with tp's own
+/// threads as the task, which tp's buffer leaves out. Names are looked up in
+/// `saved_cmdlines` when each reader reads, so both readers print the name a task has at
+/// that moment: a rename (here a write to `/proc/PID/comm` and two execs) races with the
+/// readers only for lines within moments of it; the lines after (0.3 s later) must carry the
+/// new name in both.
+#[test]
+fn stream_prints_what_trace_pipe_prints() {
+    use std::os::unix::fs::OpenOptionsExt;
+    require_tracefs();
+    let events = [
+        "raw_syscalls",
+        "sched:sched_switch",
+        "sched:sched_waking",
+        "sched:sched_process_fork",
+        "sched:sched_process_exec",
+        "sched:sched_process_exit",
+        "task:task_rename",
+    ];
+    let mut work = Command::new("sh")
+        .args(["-c", "read x; printf renamed > /proc/$$/comm; sleep 0.3 & wait; exec sleep 0.3"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wpid = work.id() as i32;
+    let tfs = tp_tracefs::Tracefs::discover().unwrap();
+    let twin = tp_tracefs::Instance::create(&tfs).unwrap();
+    twin.set_tracing_on(false).unwrap();
+    twin.set_clock("mono").unwrap();
+    twin.set_event_pids(&[wpid]).unwrap();
+    twin.set_event_fork(true).unwrap();
+    for g in events {
+        for e in tfs.match_events(g).unwrap() {
+            twin.enable(&e).unwrap();
+        }
+    }
+    let mut args = vec!["stream", "-p"];
+    let wp = wpid.to_string();
+    args.push(&wp);
+    args.push("-c");
+    for g in events {
+        args.extend(["-e", g]);
+    }
+    let _g = starting();
+    let mut tp =
+        Command::new(TP).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let tp_pid = tp.id() as i32;
+    let mut tp_out = tp.stdout.take().unwrap();
+    let tp_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut tp_out, &mut s).unwrap();
+        s
+    });
+    // tp leaves its own thread out, then turns tracing on (a new instance starts with
+    // tracing on: wait for the first, then the second).
+    let dir = Path::new(TRACEFS).join(format!("instances/tp-{tp_pid}"));
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    let t0 = Instant::now();
+    while read("set_event_notrace_pid").trim().is_empty() || read("tracing_on").trim() != "1" {
+        assert!(t0.elapsed() < Duration::from_secs(20), "tp stream did not start");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(twin.file("trace_pipe"))
+        .unwrap();
+    let stop2 = stop.clone();
+    let twin_reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match std::io::Read::read(&mut pipe, &mut buf) {
+                Ok(n) if n > 0 => text.extend_from_slice(&buf[..n]),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if stop2.load(std::sync::atomic::Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => panic!("reading trace_pipe: {e}"),
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    twin.set_tracing_on(true).unwrap();
+    work.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(work.wait().unwrap().success());
+    // tp ends by itself once the traced processes are gone.
+    let st = tp.wait().unwrap();
+    twin.set_tracing_on(false).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let kernel = twin_reader.join().unwrap();
+    let ours = tp_reader.join().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut tp.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(st.success(), "{err}");
+    twin.remove().unwrap();
+    if let Ok(d) = std::env::var("TP_TEST_DUMP") {
+        std::fs::write(format!("{d}/ours.txt"), &ours).unwrap();
+        std::fs::write(format!("{d}/kernel.txt"), &kernel).unwrap();
+    }
+    let parse = |text: &str| -> Vec<_> {
+        text.lines()
+            .map(|l| kernel_line(l).unwrap_or_else(|| panic!("not a line: {l:?}")))
+            .collect()
+    };
+    let ours = parse(&ours);
+    // The kernel's, without the lines of tp's own thread (tp's buffer leaves those out).
+    let kernel: Vec<_> = parse(&kernel).into_iter().filter(|l| l.2 != tp_pid).collect();
+    assert!(ours.iter().all(|l| l.2 != tp_pid), "tp's own thread {tp_pid} in its output");
+    assert!(kernel.len() > 50, "only {} lines from trace_pipe:\n{kernel:?}", kernel.len());
+    // Rename points: exec, comm writes, forks, and a task's first line (its name reaches
+    // `saved_cmdlines` at a switch after it) (pid, kernel time).
+    let mut renames: Vec<(i32, f64)> = Vec::new();
+    for l in &kernel {
+        if !renames.iter().any(|r| r.0 == l.2) {
+            renames.push((l.2, l.4));
+        }
+        let (ev, text) = l.5.split_once(": ").unwrap_or((&l.5, ""));
+        let field = |name: &str| -> Option<i32> {
+            text.split_whitespace().find_map(|w| w.strip_prefix(name)?.parse().ok())
+        };
+        match ev {
+            "sched_process_exec" | "task_rename" => renames.push((field("pid=").unwrap(), l.4)),
+            "sched_process_fork" => renames.push((field("child_pid=").unwrap(), l.4)),
+            _ => {}
+        }
+    }
+    let near_rename =
+        |pid: i32, ts: f64| renames.iter().any(|&(p, t)| p == pid && (t - ts).abs() < 0.1);
+    // Per CPU, the same events: as multisets, since an interrupt that comes between the
+    // two buffers' writes of one event puts its own events on either side of it.
+    type Line = (u32, String, i32, String, f64, String);
+    let key = |l: &Line| format!("{} {} {}", l.2, l.3, l.5);
+    for cpu in 0..64 {
+        let a: Vec<&Line> = ours.iter().filter(|l| l.0 == cpu).collect();
+        let b: Vec<&Line> = kernel.iter().filter(|l| l.0 == cpu).collect();
+        let mut ka: Vec<String> = a.iter().map(|l| key(l)).collect();
+        let mut kb: Vec<String> = b.iter().map(|l| key(l)).collect();
+        ka.sort();
+        kb.sort();
+        if let Some(i) = (0..ka.len().max(kb.len())).find(|&i| ka.get(i) != kb.get(i)) {
+            panic!(
+                "CPU {cpu}: tp stream ({} lines) and trace_pipe ({} lines) differ (sorted, line {i}):\n  tp:     {:?}\n  kernel: {:?}\ntp's stderr: {err}",
+                ka.len(),
+                kb.len(),
+                ka.get(i),
+                kb.get(i)
+            );
+        }
+        // The k-th line with a key in one is the k-th with that key in the other.
+        let mut seen: std::collections::HashMap<String, Vec<&Line>> = Default::default();
+        for l in &b {
+            seen.entry(key(l)).or_default().push(l);
+        }
+        for v in seen.values_mut() {
+            v.reverse();
+        }
+        for x in &a {
+            let y = seen.get_mut(&key(x)).and_then(|v| v.pop()).unwrap();
+            assert!(
+                x.1 == y.1 || near_rename(y.2, y.4),
+                "CPU {cpu}: tp says {}-{} where trace_pipe says {}-{} ({}, {} s, no rename of it within 0.1 s)",
+                x.1,
+                x.2,
+                y.1,
+                y.2,
+                y.5,
+                y.4
+            );
+        }
+    }
+    // After the last exec and 0.3 s of sleep, the exit carries the new name.
+    let exit = ours
+        .iter()
+        .find(|l| l.2 == wpid && l.5.starts_with("sched_process_exit:"))
+        .expect("the command's exit");
+    assert_eq!(exit.1, "sleep", "{exit:?}");
+}
+
+/// With `-a`, tp's own thread is not the task of any line: without the `common_pid`
+/// filter on the switch and wakeup events, every wakeup of the reader recorded the reader
+/// going back to sleep, which woke it again.
+#[test]
+fn stream_all_leaves_out_its_own_thread() {
+    require_tracefs();
+    let _g = starting();
+    let c = Command::new(TP)
+        .args(["stream", "-a", "-e", "sched:sched_switch", "-e", "sched:sched_waking"])
+        .args(["--duration", "1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tp_pid = c.id() as i32;
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<_> = text.lines().filter_map(kernel_line).collect();
+    assert!(lines.len() > 10, "{text}");
+    let own = lines.iter().filter(|l| l.2 == tp_pid).count();
+    assert_eq!(own, 0, "{own} of {} lines are tp's own thread {tp_pid}", lines.len());
+}

@@ -182,12 +182,59 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
 
 /// Turn tracing on, then let the child run. tp's own threads (the capture threads exist by
 /// now) are left out of the recording, as trace-cmd leaves out its own: with `-a` they
-/// would record their own reading of the buffers.
-pub fn start(inst: &Instance, child: &mut Option<GatedChild>) -> Result<()> {
-    inst.set_event_notrace_pids(&process::threads_of(std::process::id() as i32)?)?;
+/// would record their own reading of the buffers. The kernel's pid filter still records a
+/// `sched_switch` or wakeup made by an ignored task when the other task is traced, so in a
+/// buffer of tp's own those events also get `common_pid != TID` for each of tp's threads:
+/// otherwise every wakeup of a live reader records the reader going back to sleep, which
+/// wakes it again (`tp stream -a -e sched` was three quarters its own switches).
+pub fn start(inst: &Instance, events: &[EventId], child: &mut Option<GatedChild>) -> Result<()> {
+    let own = process::threads_of(std::process::id() as i32)?;
+    inst.set_event_notrace_pids(&own)?;
+    if inst.is_owned() {
+        for e in events.iter().filter(|e| is_sched_pair_event(e)) {
+            let user = inst.filter(e)?;
+            let filter = own_threads_filter(&user, &own);
+            inst.set_filter(e, &filter).with_context(|| format!("filtering {e}"))?;
+        }
+    }
     inst.set_tracing_on(true)?;
     if let Some(c) = child {
         c.release()?;
     }
     Ok(())
+}
+
+/// The events the kernel's pid filter decides by a task other than the current one
+/// (`kernel/trace/trace_events.c`: the switch's prev and next, the wakee of a wakeup).
+fn is_sched_pair_event(e: &EventId) -> bool {
+    e.system == "sched"
+        && matches!(
+            e.name.as_str(),
+            "sched_switch" | "sched_waking" | "sched_wakeup" | "sched_wakeup_new"
+        )
+}
+
+/// `user` (the event's current filter, `none` when unset) and `common_pid != TID` for each
+/// of `own`.
+fn own_threads_filter(user: &str, own: &[i32]) -> String {
+    let ours: Vec<String> = own.iter().map(|t| format!("common_pid != {t}")).collect();
+    let ours = ours.join(" && ");
+    match user.trim() {
+        "" | "none" => ours,
+        u => format!("({u}) && {ours}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_threads_filter_keeps_the_users() {
+        assert_eq!(own_threads_filter("none", &[7]), "common_pid != 7");
+        assert_eq!(
+            own_threads_filter("prev_pid > 0 || next_pid > 0", &[7, 8]),
+            "(prev_pid > 0 || next_pid > 0) && common_pid != 7 && common_pid != 8"
+        );
+    }
 }
