@@ -36,6 +36,10 @@
 //!   never a panic, never a loop (every step advances by at least 4 bytes).
 //! - [`Cursor`] is the same decoder without a borrow, for mergers that keep many pages open
 //!   (see [`crate::tracedat::Records`], which merges per-CPU page streams by time).
+//! - [`entry_at`] decodes one event header (the one place that does; [`Cursor`] walks with
+//!   it), [`set_delta`] rewrites the time an entry carries, [`count_missed`] sums the lost
+//!   events of a run of pages. Recorder, `tp record`'s loss count, `tp stream`, `tp report`
+//!   and the tests all read pages through this module.
 
 use crate::header::HeaderPage;
 use std::fmt;
@@ -206,6 +210,24 @@ impl<'a> Page<'a> {
     }
 }
 
+/// Lost events over a run of whole pages (e.g. a per-CPU capture of `trace_pipe_raw`):
+/// (pages saying events were lost before them, sum of the counts they store). A page that
+/// does not parse counts in neither; reading it reports the error.
+pub fn count_missed(layout: &PageLayout, pages: &[u8]) -> (u64, u64) {
+    let (mut flagged, mut counted) = (0, 0);
+    for page in pages.chunks(layout.page_size()) {
+        match Page::parse(layout, page).map(|p| p.missed) {
+            Ok(Missed::Unknown) => flagged += 1,
+            Ok(Missed::Count(n)) => {
+                flagged += 1;
+                counted += n;
+            }
+            Ok(Missed::None) | Err(_) => {}
+        }
+    }
+    (flagged, counted)
+}
+
 /// One data record of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRecord<'a> {
@@ -297,90 +319,29 @@ impl Cursor {
             if pos >= end {
                 return Step::End;
             }
-            if end - pos < 4 {
-                self.pos = end;
-                return Step::Error(PageError::EventOverrun { offset: pos, len: 4, end });
-            }
-            let rd = |at: usize| {
-                let w = [data[at], data[at + 1], data[at + 2], data[at + 3]];
-                if big_endian {
-                    u32::from_be_bytes(w)
-                } else {
-                    u32::from_le_bytes(w)
-                }
-            };
-            let word = rd(pos);
-            // Bit-field order follows the kernel's byte order: type_len is in the low bits on
-            // little-endian kernels and in the high bits on big-endian ones.
-            let (type_len, delta) = if big_endian {
-                (word >> 27, word & ((1 << 27) - 1))
-            } else {
-                (word & 31, word >> 5)
-            };
-            let array0 = || if end - pos >= 8 { Some(rd(pos + 4)) } else { None };
-            let overrun = |len: u64| Step::Error(PageError::EventOverrun { offset: pos, len, end });
-            match type_len {
-                1..=28 => {
-                    let len = 4 + type_len as usize * 4;
-                    if len > end - pos {
-                        self.pos = end;
-                        return overrun(len as u64);
-                    }
-                    self.ts = self.ts.wrapping_add(delta as u64);
+            match entry_at(data, pos, big_endian) {
+                Ok(Entry { kind: EntryKind::Data { start, end }, delta, len }) => {
+                    self.ts = self.ts.wrapping_add(delta);
                     self.pos = pos + len;
-                    return Step::Event { ts: self.ts, at: pos, start: pos + 4, end: pos + len };
+                    return Step::Event { ts: self.ts, at: pos, start, end };
                 }
-                0 => {
-                    let Some(a) = array0() else {
-                        self.pos = end;
-                        return overrun(8);
-                    };
-                    let len = 4 + a as u64;
-                    if a < 4 {
-                        self.pos = end;
-                        return Step::Error(PageError::BadLength { offset: pos, len });
-                    }
-                    if len > (end - pos) as u64 {
-                        self.pos = end;
-                        return overrun(len);
-                    }
-                    let len = len as usize;
-                    self.ts = self.ts.wrapping_add(delta as u64);
+                Ok(Entry { kind: EntryKind::Padding, len, .. }) => self.pos = pos + len,
+                Ok(Entry { kind: EntryKind::TimeExtend, delta, len }) => {
+                    self.ts = self.ts.wrapping_add(delta);
                     self.pos = pos + len;
-                    return Step::Event { ts: self.ts, at: pos, start: pos + 8, end: pos + len };
                 }
-                TYPE_PADDING => {
-                    if delta == 0 {
-                        // A null event: nothing more on this page.
-                        self.pos = end;
-                        return Step::End;
-                    }
-                    let Some(a) = array0() else {
-                        self.pos = end;
-                        return overrun(8);
-                    };
-                    let len = 4 + a as u64;
-                    if len > (end - pos) as u64 {
-                        self.pos = end;
-                        return overrun(len);
-                    }
-                    // `len >= 4`, so this always advances.
-                    self.pos = pos + len as usize;
+                Ok(Entry { kind: EntryKind::TimeStamp, delta, len }) => {
+                    self.ts = fix_abs_ts(delta, self.ts);
+                    self.pos = pos + len;
                 }
-                TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
-                    let Some(a) = array0() else {
-                        self.pos = end;
-                        return overrun(8);
-                    };
-                    let v = ((a as u64) << TS_SHIFT) | delta as u64;
-                    if type_len == TYPE_TIME_EXTEND {
-                        self.ts = self.ts.wrapping_add(v);
-                    } else {
-                        self.ts = fix_abs_ts(v, self.ts);
-                    }
-                    self.pos = pos + 8;
+                Ok(Entry { kind: EntryKind::Empty, .. }) => {
+                    self.pos = end;
+                    return Step::End;
                 }
-                _ => unreachable!("type_len is 5 bits"),
+                Err(e) => {
+                    self.pos = end;
+                    return Step::Error(e);
+                }
             }
         }
     }
@@ -388,6 +349,137 @@ impl Cursor {
     /// Byte position in the committed data of the next event header.
     pub fn pos(&self) -> usize {
         self.pos
+    }
+}
+
+/// What an entry of a page is (the kernel's `ring_buffer_event` types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A data record, its bytes at `data[start..end]`.
+    Data { start: usize, end: usize },
+    /// Padding or a discarded event: skipped, time unchanged.
+    Padding,
+    /// Padding with no time delta: the rest of the page is empty.
+    Empty,
+    /// Time extend: `delta` is added to the running time.
+    TimeExtend,
+    /// Absolute time stamp: `delta` holds its low 59 bits.
+    TimeStamp,
+}
+
+/// One entry of a page's committed data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: EntryKind,
+    /// The time it carries: a data record's `time_delta`, a time extend's whole delta, an
+    /// absolute stamp's low 59 bits; 0 for padding.
+    pub delta: u64,
+    /// Bytes from its header to the next entry.
+    pub len: usize,
+}
+
+/// Decode the entry whose header is at `data[pos]` (`data`: a page's committed bytes,
+/// `pos < data.len()`). The one place tp reads the kernel's event headers; an entry that
+/// runs past `data` is an error, and every entry is at least 4 bytes long.
+#[inline]
+pub fn entry_at(data: &[u8], pos: usize, big_endian: bool) -> Result<Entry, PageError> {
+    let end = data.len();
+    let overrun = |len: u64| PageError::EventOverrun { offset: pos, len, end };
+    if end - pos < 4 {
+        return Err(overrun(4));
+    }
+    let rd = |at: usize| {
+        let w = [data[at], data[at + 1], data[at + 2], data[at + 3]];
+        if big_endian {
+            u32::from_be_bytes(w)
+        } else {
+            u32::from_le_bytes(w)
+        }
+    };
+    let word = rd(pos);
+    // Bit-field order follows the kernel's byte order: type_len is in the low bits on
+    // little-endian kernels and in the high bits on big-endian ones.
+    let (type_len, delta) = if big_endian {
+        (word >> TS_SHIFT, (word & ((1 << TS_SHIFT) - 1)) as u64)
+    } else {
+        (word & 31, (word >> 5) as u64)
+    };
+    let array0 = || if end - pos >= 8 { Ok(rd(pos + 4)) } else { Err(overrun(8)) };
+    match type_len {
+        1..=28 => {
+            let len = 4 + type_len as usize * 4;
+            if len > end - pos {
+                return Err(overrun(len as u64));
+            }
+            let kind = EntryKind::Data { start: pos + 4, end: pos + len };
+            Ok(Entry { kind, delta, len })
+        }
+        0 => {
+            let a = array0()?;
+            let len = 4 + a as u64;
+            if a < 4 {
+                return Err(PageError::BadLength { offset: pos, len });
+            }
+            if len > (end - pos) as u64 {
+                return Err(overrun(len));
+            }
+            let len = len as usize;
+            Ok(Entry { kind: EntryKind::Data { start: pos + 8, end: pos + len }, delta, len })
+        }
+        TYPE_PADDING if delta == 0 => {
+            Ok(Entry { kind: EntryKind::Empty, delta: 0, len: end - pos })
+        }
+        TYPE_PADDING => {
+            let len = 4 + array0()? as u64;
+            if len > (end - pos) as u64 {
+                return Err(overrun(len));
+            }
+            Ok(Entry { kind: EntryKind::Padding, delta: 0, len: len as usize })
+        }
+        TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
+            let v = ((array0()? as u64) << TS_SHIFT) | delta;
+            let kind = if type_len == TYPE_TIME_EXTEND {
+                EntryKind::TimeExtend
+            } else {
+                EntryKind::TimeStamp
+            };
+            Ok(Entry { kind, delta: v, len: 8 })
+        }
+        _ => unreachable!("type_len is 5 bits"),
+    }
+}
+
+/// Rewrite the time an entry carries, keeping its type: a data record's `time_delta`
+/// (`delta` below 2^27) or a time extend's whole delta. For mending timestamps in place
+/// (the `tp` crate's recorder writes raw clock units and converts them when it is done).
+pub fn set_delta(data: &mut [u8], pos: usize, delta: u64, big_endian: bool) {
+    let rd = |d: &[u8], at: usize| {
+        let w = [d[at], d[at + 1], d[at + 2], d[at + 3]];
+        if big_endian {
+            u32::from_be_bytes(w)
+        } else {
+            u32::from_le_bytes(w)
+        }
+    };
+    let word = rd(data, pos);
+    let type_len = if big_endian { word >> TS_SHIFT } else { word & 31 };
+    let low = (delta & ((1 << TS_SHIFT) - 1)) as u32;
+    let put = |d: &mut [u8], at: usize, v: u32| {
+        let b = if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        d[at..at + 4].copy_from_slice(&b);
+    };
+    put(data, pos, header_word(type_len, low, big_endian));
+    if type_len == TYPE_TIME_EXTEND {
+        put(data, pos + 4, (delta >> TS_SHIFT) as u32);
+    }
+}
+
+/// An event header word: `type_len:5`, `time_delta:27`, in the kernel's bit order.
+fn header_word(type_len: u32, delta: u32, big_endian: bool) -> u32 {
+    if big_endian {
+        (type_len << TS_SHIFT) | (delta & ((1 << TS_SHIFT) - 1))
+    } else {
+        (delta << 5) | type_len
     }
 }
 
@@ -431,11 +523,7 @@ impl PageBuilder {
     }
 
     fn word(&mut self, type_len: u32, delta: u32) -> u32 {
-        if self.layout.big_endian {
-            (type_len << 27) | (delta & ((1 << 27) - 1))
-        } else {
-            (delta << 5) | type_len
-        }
+        header_word(type_len, delta, self.layout.big_endian)
     }
 
     /// Bytes still free for event data.
@@ -546,6 +634,33 @@ mod tests {
         assert_eq!(Page::parse(&L, &page).unwrap().missed, Missed::Unknown);
         let page = PageBuilder::new(L, 1).finish(Missed::None);
         assert_eq!(Page::parse(&L, &page).unwrap().missed, Missed::None);
+    }
+
+    #[test]
+    fn count_missed_over_a_capture() {
+        let mut pages = Vec::new();
+        for m in [Missed::None, Missed::Count(5), Missed::Unknown, Missed::Count(7)] {
+            let mut b = PageBuilder::new(L, 1);
+            assert!(b.push(2, &[1; 8]));
+            pages.extend(b.finish(m));
+        }
+        assert_eq!(count_missed(&L, &pages), (3, 12));
+    }
+
+    #[test]
+    fn set_delta_rewrites_data_and_time_extend_entries() {
+        let mut b = PageBuilder::new(L, 0);
+        assert!(b.push(1 << 30, &[1; 4]));
+        let mut page = b.finish(Missed::None);
+        let p = Page::parse(&L, &page).unwrap();
+        let commit = p.commit;
+        let data = &mut page[16..16 + commit];
+        assert_eq!(entry_at(data, 0, false).unwrap().kind, EntryKind::TimeExtend);
+        set_delta(data, 0, (5 << 27) | 3, false);
+        set_delta(data, 8, 9, false);
+        let p = Page::parse(&L, &page).unwrap();
+        let ev: Vec<_> = p.events().map(|r| r.unwrap().ts).collect();
+        assert_eq!(ev, [(5 << 27) + 3 + 9]);
     }
 
     #[test]

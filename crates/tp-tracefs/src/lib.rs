@@ -71,9 +71,7 @@ pub mod process;
 pub mod sys;
 pub mod tracefs;
 
-pub use capture::{
-    count_missed, page_missed, poll_readers, Capture, CaptureConfig, CpuCapture, RawReader,
-};
+pub use capture::{poll_readers, Capture, CaptureConfig, CpuCapture, RawReader};
 pub use error::{Error, Result};
 pub use events::{glob_match, match_glob, EventId};
 pub use instance::{instance_pid, remove_stale, Instance, INSTANCE_PREFIX};

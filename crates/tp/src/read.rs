@@ -1,60 +1,7 @@
-//! Reading back what the recorder wrote: a page decoder (the recorder counts events with
-//! it) and [`Recording`], a trace.dat read through `tp_format::tracedat`.
+//! Reading back what the recorder wrote: [`Recording`], a trace.dat read through
+//! `tp_format::tracedat`.
 
 use tp_format::EventFormat;
-
-/// Decode one kernel-format page: `(timestamp, record bytes)` per data event.
-pub fn page_records(page: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
-    let ts0 = u64::from_le_bytes(page[0..8].try_into().unwrap_or([0; 8]));
-    let commit = u64::from_le_bytes(page[8..16].try_into().unwrap_or([0; 8]));
-    let len = ((commit & 0x3fff_ffff) as usize).min(page.len().saturating_sub(16));
-    let data = &page[16..16 + len];
-    let mut pos = 0;
-    let mut ts = ts0;
-    std::iter::from_fn(move || loop {
-        if pos + 4 > data.len() {
-            return None;
-        }
-        let w = u32::from_le_bytes(data[pos..pos + 4].try_into().ok()?);
-        let (tl, delta) = (w & 31, (w >> 5) as u64);
-        let a0 = || data.get(pos + 4..pos + 8).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-        match tl {
-            1..=28 => {
-                let end = pos + 4 + tl as usize * 4;
-                let rec = data.get(pos + 4..end)?;
-                ts += delta;
-                pos = end;
-                return Some((ts, rec));
-            }
-            0 => {
-                let end = pos + 4 + a0()? as usize;
-                let rec = data.get(pos + 8..end)?;
-                ts += delta;
-                pos = end;
-                return Some((ts, rec));
-            }
-            30 => {
-                ts += ((a0()? as u64) << 27) | delta;
-                pos += 8;
-            }
-            29 => pos += 4 + a0()? as usize,
-            _ => return None,
-        }
-    })
-}
-
-/// Lost-event count a page's commit word reports (`None` when none were lost).
-pub fn page_missed(page: &[u8]) -> Option<u64> {
-    let commit = u64::from_le_bytes(page[8..16].try_into().ok()?);
-    if commit & crate::ring::MISSED_EVENTS == 0 {
-        return None;
-    }
-    if commit & crate::ring::MISSED_STORED == 0 {
-        return Some(0);
-    }
-    let off = 16 + (commit & 0x3fff_ffff) as usize;
-    Some(u64::from_le_bytes(page.get(off..off + 8)?.try_into().ok()?))
-}
 
 /// A recording read back with `tp_format::tracedat` (for tests and tools).
 #[derive(Debug, Clone)]

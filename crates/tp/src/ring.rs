@@ -14,17 +14,20 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use tp_format::page::{entry_at, set_delta, EntryKind, Page, PageLayout};
+use tp_format::page::{RB_MISSED_EVENTS, RB_MISSED_STORED};
 
+/// The recorder's pages: this machine's kernel layout (x86_64, little-endian), which
+/// `tp_format::page` decodes.
+const LAYOUT: PageLayout = PageLayout::X86_64;
 pub const PAGE_SIZE: usize = 4096;
-pub const PAGE_HEADER: usize = 16;
+pub const PAGE_HEADER: usize = LAYOUT.header.data_offset;
 pub const PAGE_DATA: usize = PAGE_SIZE - PAGE_HEADER;
 /// Longest record one page can hold.
 pub const MAX_RECORD: usize = PAGE_DATA - 8;
 const MAX_SMALL_DATA: usize = 28 * 4;
 const TYPE_TIME_EXTEND: u32 = 30;
 const DELTA_BITS: u32 = 27;
-pub const MISSED_EVENTS: u64 = 1 << 31;
-pub const MISSED_STORED: u64 = 1 << 30;
 
 #[repr(C, align(64))]
 struct PageMem(UnsafeCell<[u8; PAGE_SIZE]>);
@@ -339,13 +342,13 @@ impl PageRing {
         let page = self.page_ptr(i);
         let mut commit = p.off as u64;
         if p.pending_lost > 0 {
-            commit |= MISSED_EVENTS;
+            commit |= RB_MISSED_EVENTS;
             if PAGE_DATA - p.off >= 8 {
                 // SAFETY: 8 bytes of room after the data, inside the page.
                 unsafe {
                     (page.add(PAGE_HEADER + p.off) as *mut u64).write_unaligned(p.pending_lost)
                 };
-                commit |= MISSED_STORED;
+                commit |= RB_MISSED_STORED;
             }
             p.pending_lost = 0;
         }
@@ -410,43 +413,33 @@ impl PageRing {
 /// clamped to it so they never go backwards across recalibrations. Returns the number of
 /// data events in the page.
 pub fn convert_page(page: &mut [u8], last_ns: &mut u64, to_ns: impl Fn(u64) -> u64) -> u64 {
-    let rd32 = |p: &[u8], at: usize| u32::from_le_bytes(p[at..at + 4].try_into().unwrap());
-    let mut raw = u64::from_le_bytes(page[0..8].try_into().unwrap());
-    let commit = u64::from_le_bytes(page[8..16].try_into().unwrap());
-    let end = PAGE_HEADER + ((commit & 0x3fff_ffff) as usize).min(PAGE_DATA);
+    let Ok(p) = Page::parse(&LAYOUT, page) else { return 0 };
+    let mut raw = p.timestamp;
+    let data_range = PAGE_HEADER..PAGE_HEADER + p.commit;
     let mut ns = to_ns(raw).max(*last_ns);
     page[0..8].copy_from_slice(&ns.to_le_bytes());
+    let data = &mut page[data_range];
     let mask = (1u64 << DELTA_BITS) - 1;
-    let mut pos = PAGE_HEADER;
+    let mut pos = 0;
     let mut events = 0;
-    while pos + 4 <= end {
-        let w = rd32(page, pos);
-        let tl = w & 31;
-        let (delta, size) = match tl {
-            1..=28 => ((w >> 5) as u64, 4 + tl as usize * 4),
-            0 if pos + 8 <= end => ((w >> 5) as u64, 4 + rd32(page, pos + 4) as usize),
-            TYPE_TIME_EXTEND if pos + 8 <= end => {
-                (((rd32(page, pos + 4) as u64) << DELTA_BITS) | (w >> 5) as u64, 8)
-            }
-            29 if pos + 8 <= end => (0, 4 + rd32(page, pos + 4) as usize),
-            _ => break,
-        };
-        if tl != 29 {
-            raw = raw.wrapping_add(delta);
+    while pos < data.len() {
+        let Ok(e) = entry_at(data, pos, false) else { break };
+        let data_event = matches!(e.kind, EntryKind::Data { .. });
+        if data_event || e.kind == EntryKind::TimeExtend {
+            raw = raw.wrapping_add(e.delta);
             let mut d = to_ns(raw).max(ns) - ns;
-            if tl != TYPE_TIME_EXTEND {
+            if data_event {
+                // `to_ns` never widens a difference, so this only clips rounding.
                 d = d.min(mask);
-            }
-            ns += d;
-            if tl == TYPE_TIME_EXTEND {
-                page[pos..pos + 4].copy_from_slice(&(tl | ((d & mask) as u32) << 5).to_le_bytes());
-                page[pos + 4..pos + 8].copy_from_slice(&((d >> DELTA_BITS) as u32).to_le_bytes());
-            } else {
-                page[pos..pos + 4].copy_from_slice(&(tl | (d as u32) << 5).to_le_bytes());
                 events += 1;
             }
+            ns += d;
+            set_delta(data, pos, d, false);
+        } else if e.kind != EntryKind::Padding {
+            // The recorder writes no absolute stamps; the end of the data ends the page.
+            break;
         }
-        pos += size;
+        pos += e.len;
     }
     *last_ns = ns;
     events
@@ -477,7 +470,8 @@ mod tests {
         ring.drain(|run| {
             for page in run.chunks_exact_mut(PAGE_SIZE) {
                 assert_eq!(convert_page(page, &mut last, to_ns), 5);
-                got.extend(crate::read::page_records(page).map(|(t, r)| (t, r[0], r.len())));
+                let p = Page::parse(&LAYOUT, page).unwrap();
+                got.extend(p.events().map(|r| r.unwrap()).map(|r| (r.ts, r.data[0], r.data.len())));
             }
         });
         let want: Vec<_> = raws
@@ -502,7 +496,8 @@ mod tests {
         let mut last = 150;
         ring.drain(|run| {
             convert_page(run, &mut last, |raw| raw);
-            let ts: Vec<u64> = crate::read::page_records(run).map(|(t, _)| t).collect();
+            let p = Page::parse(&LAYOUT, run).unwrap();
+            let ts: Vec<u64> = p.events().map(|r| r.unwrap().ts).collect();
             assert_eq!(ts, [150, 200]);
         });
     }

@@ -122,6 +122,8 @@ pub fn lost_events(meta: &Metadata, files: &[(u32, PathBuf)]) -> Result<Vec<Lost
 fn scan_missed(meta: &Metadata, path: &Path) -> Result<(u64, u64)> {
     let mut f = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
     let ps = meta.page_size;
+    // The pages are this machine's kernel's, in its byte order.
+    let layout = tp_format::page::PageLayout::new(meta.header, cfg!(target_endian = "big"));
     let mut buf = vec![0u8; ps * 256];
     let (mut flagged, mut counted) = (0, 0);
     loop {
@@ -137,13 +139,7 @@ fn scan_missed(meta: &Metadata, path: &Path) -> Result<(u64, u64)> {
         if filled == 0 {
             break;
         }
-        let (a, b) = tp_tracefs::count_missed(
-            &buf[..filled],
-            ps,
-            meta.commit_offset,
-            meta.commit_size,
-            meta.data_offset,
-        );
+        let (a, b) = tp_format::page::count_missed(&layout, &buf[..filled]);
         flagged += a;
         counted += b;
         if filled < buf.len() {
