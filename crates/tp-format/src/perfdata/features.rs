@@ -375,3 +375,165 @@ fn metadata_len(m: &[u8], has_cmdlines: bool) -> Option<usize> {
     }
     (p <= m.len()).then_some(p)
 }
+// ---- writing ----
+
+/// perf's string: u32 length, the text NUL-padded to a multiple of 64 bytes.
+pub(crate) fn put_string(v: &mut Vec<u8>, s: &str) {
+    let len = (s.len() + 1).div_ceil(64) * 64;
+    v.extend_from_slice(&(len as u32).to_le_bytes());
+    v.extend_from_slice(s.as_bytes());
+    v.resize(v.len() + len - s.len(), 0);
+}
+
+/// A build id record as perf writes it (in the `BUILD_ID` feature).
+pub(crate) fn put_build_id(v: &mut Vec<u8>, b: &BuildId) {
+    let name_len = (b.filename.len() + 1).div_ceil(64) * 64;
+    let size = 8 + 4 + 24 + name_len;
+    v.extend_from_slice(&super::kind::HEADER_BUILD_ID.to_le_bytes());
+    let misc = b.cpumode | super::misc::BUILD_ID_SIZE;
+    v.extend_from_slice(&misc.to_le_bytes());
+    v.extend_from_slice(&(size as u16).to_le_bytes());
+    v.extend_from_slice(&b.pid.to_le_bytes());
+    let mut id = [0u8; 24];
+    let n = b.build_id.len().min(20);
+    id[..n].copy_from_slice(&b.build_id[..n]);
+    id[20] = n as u8;
+    v.extend_from_slice(&id);
+    v.extend_from_slice(b.filename.as_bytes());
+    v.resize(v.len() + name_len - b.filename.len(), 0);
+}
+
+impl Features {
+    /// Each present feature's section content, in bit order, as perf writes them.
+    /// `tracing_data` is the `TRACING_DATA` content already serialised (see
+    /// [`crate::tracedat::Writer::tracing_data`]).
+    pub(crate) fn sections(&self, tracing_data: Option<&[u8]>) -> Vec<(u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        if let Some(t) = tracing_data {
+            out.push((id::TRACING_DATA, t.to_vec()));
+        }
+        if !self.build_ids.is_empty() {
+            let mut v = Vec::new();
+            for b in &self.build_ids {
+                put_build_id(&mut v, b);
+            }
+            out.push((id::BUILD_ID, v));
+        }
+        let strings = [
+            (id::HOSTNAME, &self.hostname),
+            (id::OSRELEASE, &self.osrelease),
+            (id::VERSION, &self.version),
+            (id::ARCH, &self.arch),
+        ];
+        for (f, s) in strings {
+            if let Some(s) = s {
+                let mut v = Vec::new();
+                put_string(&mut v, s);
+                out.push((f, v));
+            }
+        }
+        if let Some((avail, online)) = self.nr_cpus {
+            let mut v = avail.to_le_bytes().to_vec();
+            v.extend_from_slice(&online.to_le_bytes());
+            out.push((id::NRCPUS, v));
+        }
+        if let Some(s) = &self.cpudesc {
+            let mut v = Vec::new();
+            put_string(&mut v, s);
+            out.push((id::CPUDESC, v));
+        }
+        if let Some(s) = &self.cpuid {
+            let mut v = Vec::new();
+            put_string(&mut v, s);
+            out.push((id::CPUID, v));
+        }
+        if let Some(m) = self.total_mem {
+            out.push((id::TOTAL_MEM, m.to_le_bytes().to_vec()));
+        }
+        if let Some(args) = &self.cmdline {
+            let mut v = (args.len() as u32).to_le_bytes().to_vec();
+            for a in args {
+                put_string(&mut v, a);
+            }
+            out.push((id::CMDLINE, v));
+        }
+        if !self.event_desc.is_empty() {
+            let mut v = (self.event_desc.len() as u32).to_le_bytes().to_vec();
+            v.extend_from_slice(&(super::attr::SIZE_WRITTEN as u32).to_le_bytes());
+            for e in &self.event_desc {
+                v.extend_from_slice(&e.attr.to_bytes(0));
+                v.extend_from_slice(&(e.ids.len() as u32).to_le_bytes());
+                put_string(&mut v, &e.name);
+                for i in &e.ids {
+                    v.extend_from_slice(&i.to_le_bytes());
+                }
+            }
+            out.push((id::EVENT_DESC, v));
+        }
+        if let Some((first, last)) = self.sample_time {
+            let mut v = first.to_le_bytes().to_vec();
+            v.extend_from_slice(&last.to_le_bytes());
+            out.push((id::SAMPLE_TIME, v));
+        }
+        if let Some(c) = self.clockid {
+            out.push((id::CLOCKID, c.to_le_bytes().to_vec()));
+        }
+        if let Some(c) = self.clock_data {
+            let mut v = 1u32.to_le_bytes().to_vec();
+            v.extend_from_slice(&c.clockid.to_le_bytes());
+            v.extend_from_slice(&c.tod_ns.to_le_bytes());
+            v.extend_from_slice(&c.clockid_ns.to_le_bytes());
+            out.push((id::CLOCK_DATA, v));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_round_trip() {
+        let f = Features {
+            hostname: Some("vm".into()),
+            osrelease: Some("6.18.0".into()),
+            version: Some("tp 0.1.0".into()),
+            arch: Some("x86_64".into()),
+            nr_cpus: Some((2, 2)),
+            cmdline: Some(vec!["tp".into(), "record".into()]),
+            event_desc: vec![EventDesc {
+                attr: EventAttr { type_: 2, config: 5, ..Default::default() },
+                name: "sched:sched_switch".into(),
+                ids: vec![12, 13],
+            }],
+            build_ids: vec![BuildId {
+                cpumode: 1,
+                pid: -1,
+                build_id: vec![0xab; 20],
+                filename: "[kernel.kallsyms]".into(),
+            }],
+            clockid: Some(1),
+            clock_data: Some(ClockData { clockid: 1, tod_ns: 5, clockid_ns: 6 }),
+            sample_time: Some((1, 2)),
+            ..Default::default()
+        };
+        let mut g = Features::default();
+        for (feat, bytes) in f.sections(None) {
+            g.parse_section(feat, &bytes, 0).unwrap();
+            // Cut sections are errors (or, for lists, fewer entries), never panics.
+            for n in 0..bytes.len() {
+                let _ = Features::default().parse_section(feat, &bytes[..n], 0);
+            }
+        }
+        assert_eq!(g.hostname, f.hostname);
+        assert_eq!(g.cmdline, f.cmdline);
+        assert_eq!(g.nr_cpus, f.nr_cpus);
+        assert_eq!(g.event_desc[0].name, "sched:sched_switch");
+        assert_eq!(g.event_desc[0].ids, vec![12, 13]);
+        assert_eq!(g.event_desc[0].attr.config, 5);
+        assert_eq!(g.build_ids, f.build_ids);
+        assert_eq!(g.clock_data, f.clock_data);
+        assert_eq!(g.clockid, Some(1));
+    }
+}

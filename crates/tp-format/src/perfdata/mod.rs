@@ -1,4 +1,5 @@
-//! perf's `perf.data` files: reading (file and pipe mode), record and sample parsing.
+//! perf's `perf.data` files: reading (file and pipe mode), record and sample parsing, and
+//! a streaming writer that `perf script` and `perf report` read.
 //!
 //! Layout facts come from the kernel's `include/uapi/linux/perf_event.h` and perf's
 //! `tools/perf/Documentation/perf.data-file-format.txt`; the code is tp's own.
@@ -32,6 +33,11 @@
 //!   [`crate::tracedat::TraceDat`] itself, so tracepoint samples (their `PERF_SAMPLE_RAW`
 //!   bytes are the ftrace record) render with the same formats and renderer as trace.dat.
 //!
+//! # Writing
+//!
+//! [`Writer`] streams records into a file and patches the header at the end; see
+//! [`write`].
+//!
 //! # Errors
 //!
 //! Every [`Error`] names the file offset and what was being read; sizes a file claims are
@@ -42,11 +48,13 @@ pub mod attr;
 pub mod features;
 pub mod read;
 pub mod record;
+pub mod write;
 
 pub use attr::EventAttr;
 pub use features::{BuildId, Features};
 pub use read::{Attr, Item, PerfData, Records};
 pub use record::{RawRecord, Record, Sample, SampleId};
+pub use write::{WriteStats, Writer, WriterAttr};
 
 use std::fmt;
 

@@ -546,6 +546,299 @@ pub fn record_id(raw: &RawRecord<'_>, sample_type: u64, sample_id_all: bool) -> 
     Some(super::u64_at(body, at))
 }
 
+// ---- encoding: the inverse of parsing, for writers ----
+
+fn put64(v: &mut Vec<u8>, x: u64) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+fn put32(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+
+/// A sample's body under `attr`'s sample_type; values the sample lacks are written as 0
+/// (empty for the variable parts).
+fn encode_sample(s: &Sample<'_>, attr: &EventAttr, v: &mut Vec<u8>) {
+    let t = attr.sample_type;
+    let id = s.id.unwrap_or(0);
+    if t & st::IDENTIFIER != 0 {
+        put64(v, id);
+    }
+    if t & st::IP != 0 {
+        put64(v, s.ip.unwrap_or(0));
+    }
+    if t & st::TID != 0 {
+        put32(v, s.pid.unwrap_or(0));
+        put32(v, s.tid.unwrap_or(0));
+    }
+    if t & st::TIME != 0 {
+        put64(v, s.time.unwrap_or(0));
+    }
+    if t & st::ADDR != 0 {
+        put64(v, s.addr.unwrap_or(0));
+    }
+    if t & st::ID != 0 {
+        put64(v, id);
+    }
+    if t & st::STREAM_ID != 0 {
+        put64(v, s.stream_id.unwrap_or(0));
+    }
+    if t & st::CPU != 0 {
+        put32(v, s.cpu.unwrap_or(0));
+        put32(v, 0);
+    }
+    if t & st::PERIOD != 0 {
+        put64(v, s.period.unwrap_or(0));
+    }
+    if t & st::READ != 0 {
+        let want = read_format_words(attr.read_format) * 8;
+        let r = s.read.unwrap_or(&[]);
+        v.extend_from_slice(r);
+        if r.is_empty() {
+            v.resize(v.len() + want, 0);
+        }
+    }
+    if t & st::CALLCHAIN != 0 {
+        let c = s.callchain.unwrap_or(&[]);
+        put64(v, (c.len() / 8) as u64);
+        v.extend_from_slice(&c[..c.len() / 8 * 8]);
+    }
+    if t & st::RAW != 0 {
+        let r = s.raw.unwrap_or(&[]);
+        put32(v, r.len() as u32);
+        v.extend_from_slice(r);
+        v.resize(v.len() + (8 - (4 + r.len()) % 8) % 8, 0);
+    }
+    if t & st::BRANCH_STACK != 0 {
+        let b = s.branch_stack.unwrap_or(&[]);
+        put64(v, (b.len() / 24) as u64);
+        if attr.branch_sample_type & (1 << 17) != 0 {
+            put64(v, 0);
+        }
+        v.extend_from_slice(&b[..b.len() / 24 * 24]);
+    }
+    for (bit, regs, mask) in [(st::REGS_USER, s.regs_user, attr.sample_regs_user)] {
+        if t & bit != 0 {
+            encode_regs(v, regs, mask);
+        }
+    }
+    if t & st::STACK_USER != 0 {
+        let (d, dyn_size) = s.stack_user.unwrap_or((&[], 0));
+        put64(v, d.len() as u64);
+        v.extend_from_slice(d);
+        if !d.is_empty() {
+            put64(v, dyn_size);
+        }
+    }
+    if t & (st::WEIGHT | st::WEIGHT_STRUCT) != 0 {
+        put64(v, s.weight.unwrap_or(0));
+    }
+    if t & st::DATA_SRC != 0 {
+        put64(v, s.data_src.unwrap_or(0));
+    }
+    if t & st::TRANSACTION != 0 {
+        put64(v, s.transaction.unwrap_or(0));
+    }
+    if t & st::REGS_INTR != 0 {
+        encode_regs(v, s.regs_intr, attr.sample_regs_intr);
+    }
+    for (bit, x) in [
+        (st::PHYS_ADDR, s.phys_addr),
+        (st::CGROUP, s.cgroup),
+        (st::DATA_PAGE_SIZE, s.data_page_size),
+        (st::CODE_PAGE_SIZE, s.code_page_size),
+    ] {
+        if t & bit != 0 {
+            put64(v, x.unwrap_or(0));
+        }
+    }
+    if t & st::AUX != 0 {
+        let a = s.aux.unwrap_or(&[]);
+        put64(v, a.len() as u64);
+        v.extend_from_slice(a);
+    }
+}
+
+/// Registers: abi, then one u64 per bit of `mask` (none when abi is 0).
+fn encode_regs(v: &mut Vec<u8>, regs: Option<(u64, &[u8])>, mask: u64) {
+    match regs {
+        Some((abi, r)) if abi != 0 => {
+            put64(v, abi);
+            let n = mask.count_ones() as usize * 8;
+            let start = v.len();
+            v.extend_from_slice(&r[..r.len().min(n)]);
+            v.resize(start + n, 0);
+        }
+        _ => put64(v, 0),
+    }
+}
+
+fn read_format_words(read_format: u64) -> usize {
+    1 + (read_format & rf::TOTAL_TIME_ENABLED != 0) as usize
+        + (read_format & rf::TOTAL_TIME_RUNNING != 0) as usize
+        + (read_format & rf::ID != 0) as usize
+        + (read_format & rf::LOST != 0) as usize
+}
+
+/// The sample_id_all trailer for `attr` (nothing without sample_id_all).
+pub fn encode_sample_id(id: &SampleId, attr: &EventAttr, v: &mut Vec<u8>) {
+    if !attr.sample_id_all() {
+        return;
+    }
+    let t = attr.sample_type;
+    if t & st::TID != 0 {
+        put32(v, id.pid.unwrap_or(0));
+        put32(v, id.tid.unwrap_or(0));
+    }
+    if t & st::TIME != 0 {
+        put64(v, id.time.unwrap_or(0));
+    }
+    if t & st::ID != 0 {
+        put64(v, id.id.unwrap_or(0));
+    }
+    if t & st::STREAM_ID != 0 {
+        put64(v, id.stream_id.unwrap_or(0));
+    }
+    if t & st::CPU != 0 {
+        put32(v, id.cpu.unwrap_or(0));
+        put32(v, 0);
+    }
+    if t & st::IDENTIFIER != 0 {
+        put64(v, id.id.unwrap_or(0));
+    }
+}
+
+/// A NUL-terminated string padded to 8 bytes, as the kernel writes comm and filenames.
+fn put_str8(v: &mut Vec<u8>, s: &str) {
+    v.extend_from_slice(s.as_bytes());
+    let n = (s.len() + 1).div_ceil(8) * 8 - s.len();
+    v.resize(v.len() + n, 0);
+}
+
+/// Append `record` as the kernel (or perf) writes it, header included, to `out`. `attr`
+/// is its event's attr (for samples: required; for side records: their trailer). Returns
+/// false, writing nothing, for a record tp cannot encode (`Other`, or a sample without an
+/// attr) or one over the 64 KiB a record can hold.
+pub fn encode(record: &Record<'_>, attr: Option<&EventAttr>, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    let trailer = |id: &SampleId, out: &mut Vec<u8>| {
+        if let Some(a) = attr {
+            encode_sample_id(id, a, out);
+        }
+    };
+    let (kind, misc) = match *record {
+        Record::Sample(ref s) => {
+            let Some(a) = attr else {
+                out.truncate(start);
+                return false;
+            };
+            encode_sample(s, a, out);
+            (kind::SAMPLE, s.misc)
+        }
+        Record::Mmap(ref m, ref id) | Record::Mmap2(ref m, ref id) => {
+            let two = matches!(record, Record::Mmap2(..));
+            put32(out, m.pid);
+            put32(out, m.tid);
+            put64(out, m.addr);
+            put64(out, m.len);
+            put64(out, m.pgoff);
+            let mut misc = 0;
+            if two {
+                match m.file {
+                    Some(MmapFile::BuildId(b)) => {
+                        let n = b.len().min(20);
+                        out.extend_from_slice(&[n as u8, 0, 0, 0]);
+                        out.extend_from_slice(&b[..n]);
+                        out.resize(out.len() + 20 - n, 0);
+                        misc |= misc::MMAP_BUILD_ID;
+                    }
+                    Some(MmapFile::Inode { maj, min, ino, ino_generation }) => {
+                        put32(out, maj);
+                        put32(out, min);
+                        put64(out, ino);
+                        put64(out, ino_generation);
+                    }
+                    None => out.extend_from_slice(&[0; 24]),
+                }
+                put32(out, m.prot);
+                put32(out, m.flags);
+            }
+            put_str8(out, m.filename);
+            trailer(id, out);
+            // pid -1: the kernel's own maps.
+            let mode = if m.pid == u32::MAX { misc::KERNEL } else { misc::USER };
+            (if two { kind::MMAP2 } else { kind::MMAP }, misc | mode)
+        }
+        Record::Comm { pid, tid, comm, exec, ref id } => {
+            put32(out, pid);
+            put32(out, tid);
+            put_str8(out, comm);
+            trailer(id, out);
+            (kind::COMM, if exec { misc::COMM_EXEC } else { 0 })
+        }
+        Record::Fork(ref t, ref id) | Record::Exit(ref t, ref id) => {
+            for x in [t.pid, t.ppid, t.tid, t.ptid] {
+                put32(out, x);
+            }
+            put64(out, t.time);
+            trailer(id, out);
+            (if matches!(record, Record::Fork(..)) { kind::FORK } else { kind::EXIT }, 0)
+        }
+        Record::Lost { event_id, lost, ref id } => {
+            put64(out, event_id);
+            put64(out, lost);
+            trailer(id, out);
+            (kind::LOST, 0)
+        }
+        Record::LostSamples { lost, ref id } => {
+            put64(out, lost);
+            trailer(id, out);
+            (kind::LOST_SAMPLES, 0)
+        }
+        Record::Throttle { time, event_id, stream_id, unthrottle, ref id } => {
+            put64(out, time);
+            put64(out, event_id);
+            put64(out, stream_id);
+            trailer(id, out);
+            (if unthrottle { kind::UNTHROTTLE } else { kind::THROTTLE }, 0)
+        }
+        Record::Switch { out: o, preempt, next_prev, ref id } => {
+            let k = match next_prev {
+                Some((pid, tid)) => {
+                    put32(out, pid);
+                    put32(out, tid);
+                    kind::SWITCH_CPU_WIDE
+                }
+                None => kind::SWITCH,
+            };
+            trailer(id, out);
+            let mut m = 0;
+            if o {
+                m |= misc::SWITCH_OUT;
+            }
+            if preempt {
+                m |= misc::SWITCH_OUT_PREEMPT;
+            }
+            (k, m)
+        }
+        Record::FinishedRound => (kind::FINISHED_ROUND, 0),
+        Record::Other(_) => {
+            out.truncate(start);
+            return false;
+        }
+    };
+    let size = out.len() - start;
+    if size > u16::MAX as usize {
+        out.truncate(start);
+        return false;
+    }
+    out[start..start + 4].copy_from_slice(&kind.to_le_bytes());
+    out[start + 4..start + 6].copy_from_slice(&misc.to_le_bytes());
+    out[start + 6..start + 8].copy_from_slice(&(size as u16).to_le_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,5 +928,102 @@ mod tests {
         assert!(parse_sample(&raw, &a).is_err());
         let a = EventAttr { read_format: rf::GROUP | rf::ID, ..attr(st::READ) };
         assert!(parse_sample(&raw, &a).is_err());
+    }
+
+    #[test]
+    fn encode_parse_round_trip() {
+        let a = EventAttr {
+            sample_type: st::IDENTIFIER
+                | st::IP
+                | st::TID
+                | st::TIME
+                | st::ADDR
+                | st::CPU
+                | st::PERIOD
+                | st::READ
+                | st::CALLCHAIN
+                | st::RAW
+                | st::REGS_USER
+                | st::STACK_USER
+                | st::WEIGHT
+                | st::PHYS_ADDR,
+            read_format: rf::ID,
+            sample_regs_user: 0b1011,
+            flags: super::super::attr::flag::SAMPLE_ID_ALL,
+            ..Default::default()
+        };
+        let chain: Vec<u8> = [1u64, 2, 3].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let regs: Vec<u8> = [9u64, 8, 7].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let read: Vec<u8> = [100u64, 5].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let s = Sample {
+            id: Some(5),
+            ip: Some(0x1234),
+            pid: Some(10),
+            tid: Some(11),
+            time: Some(123_456),
+            addr: Some(0xdead),
+            cpu: Some(1),
+            period: Some(1),
+            read: Some(&read),
+            callchain: Some(&chain),
+            raw: Some(b"0123456789"),
+            regs_user: Some((2, &regs)),
+            stack_user: Some((b"stackbytes123456", 16)),
+            weight: Some(3),
+            phys_addr: Some(0x1000),
+            misc: misc::USER,
+            ..Default::default()
+        };
+        let mut v = Vec::new();
+        assert!(encode(&Record::Sample(s), Some(&a), &mut v));
+        let raw = RawRecord { kind: kind::SAMPLE, misc: misc::USER, bytes: &v, offset: 0 };
+        let p = parse_sample(&raw, &a).unwrap();
+        assert_eq!(format!("{p:?}"), format!("{s:?}"));
+
+        let id = SampleId {
+            pid: Some(1),
+            tid: Some(2),
+            time: Some(3),
+            id: Some(5),
+            cpu: Some(1),
+            stream_id: None,
+        };
+        let records = [
+            Record::Comm { pid: 1, tid: 2, comm: "a-comm", exec: true, id },
+            Record::Fork(Task { pid: 3, ppid: 1, tid: 3, ptid: 1, time: 9 }, id),
+            Record::Exit(Task { pid: 3, ppid: 1, tid: 3, ptid: 1, time: 10 }, id),
+            Record::Lost { event_id: 5, lost: 77, id },
+            Record::LostSamples { lost: 3, id },
+            Record::Mmap2(
+                Mmap {
+                    pid: 1,
+                    tid: 1,
+                    addr: 0x400000,
+                    len: 0x1000,
+                    pgoff: 0,
+                    file: Some(MmapFile::Inode { maj: 8, min: 1, ino: 42, ino_generation: 0 }),
+                    prot: 5,
+                    flags: 2,
+                    filename: "/usr/bin/true",
+                },
+                id,
+            ),
+            Record::Switch { out: true, preempt: false, next_prev: Some((4, 4)), id },
+        ];
+        for r in records {
+            let mut v = Vec::new();
+            assert!(encode(&r, Some(&a), &mut v));
+            assert_eq!(v.len() % 8, 0);
+            let raw = RawRecord {
+                kind: super::super::u32_at(&v, 0),
+                misc: super::super::u16_at(&v, 4),
+                bytes: &v,
+                offset: 0,
+            };
+            let back = raw.parse(Some(&a)).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{r:?}"));
+            assert_eq!(record_time(&raw, Some(&a)), Some(3));
+            assert_eq!(record_id(&raw, a.sample_type, true), Some(5));
+        }
     }
 }

@@ -244,6 +244,24 @@ impl Writer {
         Ok(WriteStats { bytes: out.pos, ..stats })
     }
 
+    /// trace.dat's leading part alone, as perf stores it in perf.data's `TRACING_DATA`
+    /// feature: the initial format with version `0.6`, then v6's inline metadata (headers,
+    /// formats, kallsyms, printk formats, saved_cmdlines) and no CPU data.
+    pub fn tracing_data(&self, meta: &Metadata) -> Vec<u8> {
+        let mut b = Buf::new(self.opts.big_endian);
+        b.bytes(MAGIC);
+        b.cstr("0.6");
+        b.bytes(&[self.opts.big_endian as u8, self.opts.long_size]);
+        b.u32(self.opts.page_size as u32);
+        b.bytes(&self.header_info(meta));
+        b.bytes(&self.ftrace_block(meta));
+        b.bytes(&self.formats_block(meta));
+        b.bytes(&self.text_block(&meta.kallsyms, 4));
+        b.bytes(&self.text_block(&meta.printk, 4));
+        b.bytes(&self.text_block(&meta.cmdlines, 8));
+        b.v
+    }
+
     // Shared content of metadata blocks (v7 section content == v6 inline layout).
 
     fn header_info(&self, meta: &Metadata) -> Vec<u8> {

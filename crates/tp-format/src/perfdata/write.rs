@@ -1,0 +1,370 @@
+//! Writing perf.data that `perf script` and `perf report` read, streaming: the header and
+//! the attributes first, then records as they come (e.g. straight from per-CPU ring
+//! buffers, never all in memory), then the feature sections; the header's sizes are
+//! patched at the end.
+//!
+//! ```no_run
+//! use tp_format::perfdata::{EventAttr, Features, Writer, WriterAttr};
+//! use tp_format::perfdata::{attr::flag, sample};
+//! let attr = EventAttr {
+//!     type_: 2, // PERF_TYPE_TRACEPOINT
+//!     config: 372, // the event's ID
+//!     sample_period: 1,
+//!     sample_type: sample::IDENTIFIER | sample::IP | sample::TID | sample::TIME
+//!         | sample::CPU | sample::PERIOD | sample::RAW,
+//!     flags: flag::SAMPLE_ID_ALL,
+//!     ..Default::default()
+//! };
+//! let out = std::io::BufWriter::new(std::fs::File::create("perf.data")?);
+//! let attrs = vec![WriterAttr { attr, ids: vec![10, 11], name: "sched:sched_switch".into() }];
+//! let mut w = Writer::new(out, attrs)?;
+//! let ring_bytes: &[u8] = &[]; // whole records copied from a CPU's ring buffer
+//! w.write_raw(ring_bytes)?;
+//! w.finished_round()?;        // after each pass over all rings, as perf does
+//! let features = Features { hostname: Some("vm".into()), ..Default::default() };
+//! let tracing: Option<Vec<u8>> = None; // tracedat::Writer::tracing_data(&meta) for tracepoints
+//! let (_out, stats) = w.finish(&features, tracing.as_deref())?;
+//! # let _ = stats; Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Layout written: the file header, each attr's ids, the attrs, the data section, the
+//! feature table and the features (perf's order). `EVENT_DESC` (names and ids) and
+//! `SAMPLE_TIME` are filled in from the attrs and the samples written when `features` lacks
+//! them.
+
+use super::attr::{EventAttr, SIZE_WRITTEN};
+use super::features::{self, EventDesc, Features};
+use super::record::{self, record_id, record_time, RawRecord, Record};
+use super::{kind, sample, Error, ErrorKind, MAGIC};
+use std::collections::HashMap;
+use std::io::{Seek, SeekFrom, Write};
+
+/// One event of the file: its attr, the ids the kernel gave its file descriptors
+/// (`PERF_EVENT_IOC_ID`, one per CPU or task), and its name as perf spells it
+/// (`sched:sched_switch`, `major-faults`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterAttr {
+    pub attr: EventAttr,
+    pub ids: Vec<u64>,
+    pub name: String,
+}
+
+/// What was written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Records in the data section (FINISHED_ROUND markers included).
+    pub records: u64,
+    pub samples: u64,
+    /// Samples the kernel reported lost (`PERF_RECORD_LOST` and `LOST_SAMPLES` counts).
+    pub lost: u64,
+    /// Times of the first and last sample (by time, not by position).
+    pub first_time: Option<u64>,
+    pub last_time: u64,
+    pub data_bytes: u64,
+    /// The whole file.
+    pub bytes: u64,
+}
+
+/// A streaming perf.data writer; see the [module documentation](self).
+pub struct Writer<W: Write + Seek> {
+    out: W,
+    pos: u64,
+    data_start: u64,
+    attrs: Vec<WriterAttr>,
+    by_id: HashMap<u64, usize>,
+    /// sample_type of the first attr: where every record's id is (perf requires one
+    /// place for all).
+    id_type: u64,
+    sample_id_all: bool,
+    stats: WriteStats,
+    scratch: Vec<u8>,
+}
+
+impl<W: Write + Seek> Writer<W> {
+    /// Start a file at `out`'s position 0: the header (patched in [`Writer::finish`]), the
+    /// ids and the attrs. Several events must all sample `IDENTIFIER` (or `ID` at the same
+    /// place) and agree on `sample_id_all`, as perf requires to tell their records apart.
+    pub fn new(mut out: W, attrs: Vec<WriterAttr>) -> Result<Writer<W>, Error> {
+        let what = "writing attrs";
+        if attrs.is_empty() {
+            return Err(Error::invalid(
+                0,
+                what,
+                "a perf.data file needs at least one event".into(),
+            ));
+        }
+        let first = &attrs[0].attr;
+        let id_bits = |t: u64| {
+            if t & sample::IDENTIFIER != 0 {
+                Some((sample::IDENTIFIER, 0))
+            } else if t & sample::ID != 0 {
+                let before = sample::IP | sample::TID | sample::TIME | sample::ADDR;
+                Some((sample::ID, (t & before).count_ones()))
+            } else {
+                None
+            }
+        };
+        for a in &attrs {
+            if attrs.len() > 1
+                && (id_bits(a.attr.sample_type).is_none()
+                    || id_bits(a.attr.sample_type) != id_bits(first.sample_type))
+            {
+                return Err(Error::invalid(
+                    0,
+                    what,
+                    format!(
+                        "event {:?}: with several events every sample_type needs IDENTIFIER (or ID at one place)",
+                        a.name
+                    ),
+                ));
+            }
+            if a.attr.sample_id_all() != first.sample_id_all() {
+                return Err(Error::invalid(
+                    0,
+                    what,
+                    format!("event {:?}: sample_id_all differs", a.name),
+                ));
+            }
+        }
+        let mut by_id = HashMap::new();
+        for (i, a) in attrs.iter().enumerate() {
+            for &id in &a.ids {
+                if by_id.insert(id, i).is_some() {
+                    return Err(Error::invalid(0, what, format!("id {id} belongs to two events")));
+                }
+            }
+        }
+        out.seek(SeekFrom::Start(0)).map_err(|e| Error::new(0, what, ErrorKind::Io(e)))?;
+        let mut w = Writer {
+            out,
+            pos: 0,
+            data_start: 0,
+            id_type: first.sample_type,
+            sample_id_all: first.sample_id_all(),
+            attrs,
+            by_id,
+            stats: WriteStats::default(),
+            scratch: Vec::new(),
+        };
+        w.bytes(&[0; 104])?;
+        let mut ids_at = Vec::new();
+        let ids: Vec<Vec<u8>> =
+            w.attrs.iter().map(|a| a.ids.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+        for b in &ids {
+            ids_at.push(w.pos);
+            w.bytes(b)?;
+        }
+        let attrs_at = w.pos;
+        let attr_bytes: Vec<Vec<u8>> = w
+            .attrs
+            .iter()
+            .zip(&ids_at)
+            .map(|(a, at)| {
+                let mut b = a.attr.to_bytes(SIZE_WRITTEN);
+                b.extend_from_slice(&at.to_le_bytes());
+                b.extend_from_slice(&(a.ids.len() as u64 * 8).to_le_bytes());
+                b
+            })
+            .collect();
+        for b in &attr_bytes {
+            w.bytes(b)?;
+        }
+        w.data_start = w.pos;
+        // The header's attr fields now; data and features in `finish`.
+        let mut h = Vec::new();
+        h.extend_from_slice(MAGIC);
+        h.extend_from_slice(&104u64.to_le_bytes());
+        h.extend_from_slice(&(SIZE_WRITTEN as u64 + 16).to_le_bytes());
+        h.extend_from_slice(&attrs_at.to_le_bytes());
+        h.extend_from_slice(&(w.data_start - attrs_at).to_le_bytes());
+        w.patch(0, &h)?;
+        Ok(w)
+    }
+
+    fn bytes(&mut self, b: &[u8]) -> Result<(), Error> {
+        self.out
+            .write_all(b)
+            .map_err(|e| Error::new(self.pos, "writing perf.data", ErrorKind::Io(e)))?;
+        self.pos += b.len() as u64;
+        Ok(())
+    }
+
+    fn patch(&mut self, at: u64, b: &[u8]) -> Result<(), Error> {
+        let io = |e| Error::new(at, "patching the perf.data header", ErrorKind::Io(e));
+        self.out.seek(SeekFrom::Start(at)).map_err(io)?;
+        self.out.write_all(b).map_err(io)?;
+        self.out.seek(SeekFrom::Start(self.pos)).map_err(io)?;
+        Ok(())
+    }
+
+    /// The attr of a record (by id; the only one when there is one).
+    fn attr_of(&self, raw: &RawRecord<'_>) -> Option<&EventAttr> {
+        if self.attrs.len() == 1 {
+            return Some(&self.attrs[0].attr);
+        }
+        let id = record_id(raw, self.id_type, self.sample_id_all)?;
+        self.by_id.get(&id).map(|&i| &self.attrs[i].attr)
+    }
+
+    fn count(&mut self, raw: &RawRecord<'_>) {
+        self.stats.records += 1;
+        match raw.kind {
+            kind::SAMPLE => {
+                self.stats.samples += 1;
+                if let Some(t) = record_time(raw, self.attr_of(raw)) {
+                    self.stats.first_time = Some(self.stats.first_time.map_or(t, |f| f.min(t)));
+                    self.stats.last_time = self.stats.last_time.max(t);
+                }
+            }
+            kind::LOST | kind::LOST_SAMPLES => {
+                let at = if raw.kind == kind::LOST { 16 } else { 8 };
+                if raw.bytes.len() >= at + 8 {
+                    self.stats.lost += super::u64_at(raw.bytes, at);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Append whole records as the kernel's ring buffer holds them (one or many, each with
+    /// its header). Each record's size is checked; a record cut short is an error and
+    /// nothing of `records` is written.
+    pub fn write_raw(&mut self, records: &[u8]) -> Result<(), Error> {
+        let mut p = 0;
+        while p < records.len() {
+            let size =
+                if records.len() - p >= 8 { super::u16_at(records, p + 6) as usize } else { 0 };
+            if size < 8 || size > records.len() - p {
+                return Err(Error::invalid(
+                    self.pos,
+                    "records to write",
+                    format!("record at byte {p} of {}: size {size} does not fit", records.len()),
+                ));
+            }
+            p += size;
+        }
+        let mut p = 0;
+        while p < records.len() {
+            let size = super::u16_at(records, p + 6) as usize;
+            let raw = RawRecord {
+                kind: super::u32_at(records, p),
+                misc: super::u16_at(records, p + 4),
+                bytes: &records[p..p + size],
+                offset: self.pos + p as u64,
+            };
+            self.count(&raw);
+            p += size;
+        }
+        self.bytes(records)
+    }
+
+    /// Append one record built by tp (a synthesized COMM, MMAP2, FORK, or a sample) for
+    /// event `attr` (an index into the attrs given to [`Writer::new`]). A sample or
+    /// trailer without an id gets the event's first id.
+    pub fn write(&mut self, attr: usize, record: &Record<'_>) -> Result<(), Error> {
+        let a = self.attrs.get(attr).ok_or_else(|| {
+            Error::invalid(self.pos, "writing a record", format!("no event {attr}"))
+        })?;
+        let first_id = a.ids.first().copied();
+        let mut r = *record;
+        match &mut r {
+            Record::Sample(s) => s.id = s.id.or(first_id),
+            Record::Mmap(_, id)
+            | Record::Mmap2(_, id)
+            | Record::Fork(_, id)
+            | Record::Exit(_, id)
+            | Record::Comm { id, .. }
+            | Record::Lost { id, .. }
+            | Record::LostSamples { id, .. }
+            | Record::Throttle { id, .. }
+            | Record::Switch { id, .. } => id.id = id.id.or(first_id),
+            _ => {}
+        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let attr_copy = a.attr.clone();
+        if !record::encode(&r, Some(&attr_copy), &mut buf) {
+            self.scratch = buf;
+            return Err(Error::invalid(
+                self.pos,
+                "writing a record",
+                "a record tp cannot encode".into(),
+            ));
+        }
+        let res = self.write_raw(&buf);
+        self.scratch = buf;
+        res
+    }
+
+    /// perf's FINISHED_ROUND: no record written before it has a later time than any written
+    /// after the previous one. Write one after each pass over all rings (readers sort
+    /// records by time between these markers).
+    pub fn finished_round(&mut self) -> Result<(), Error> {
+        self.write_raw(&[68, 0, 0, 0, 0, 0, 8, 0])
+    }
+
+    /// What has been written so far.
+    pub fn stats(&self) -> WriteStats {
+        WriteStats { data_bytes: self.pos - self.data_start, bytes: self.pos, ..self.stats }
+    }
+
+    /// Write the feature sections (`tracing_data`: [`crate::tracedat::Writer::tracing_data`]
+    /// for files with tracepoint samples) and the header's final sizes; flush and return
+    /// the output.
+    pub fn finish(
+        mut self,
+        features: &Features,
+        tracing_data: Option<&[u8]>,
+    ) -> Result<(W, WriteStats), Error> {
+        let data_end = self.pos;
+        let mut f = features.clone();
+        if f.event_desc.is_empty() {
+            f.event_desc = self
+                .attrs
+                .iter()
+                .map(|a| EventDesc {
+                    attr: a.attr.clone(),
+                    name: a.name.clone(),
+                    ids: a.ids.clone(),
+                })
+                .collect();
+        }
+        if f.sample_time.is_none() {
+            if let Some(first) = self.stats.first_time {
+                f.sample_time = Some((first, self.stats.last_time));
+            }
+        }
+        let sections = f.sections(tracing_data);
+        let table_len = 16 * sections.len() as u64;
+        let mut table = Vec::new();
+        let mut at = data_end + table_len;
+        let mut bitmap = [0u64; 4];
+        for (feat, content) in &sections {
+            table.extend_from_slice(&at.to_le_bytes());
+            table.extend_from_slice(&(content.len() as u64).to_le_bytes());
+            at += content.len() as u64;
+            bitmap[*feat as usize / 64] |= 1 << (feat % 64);
+        }
+        self.bytes(&table)?;
+        for (_, content) in &sections {
+            self.bytes(content)?;
+        }
+        let mut h = Vec::new();
+        h.extend_from_slice(&self.data_start.to_le_bytes());
+        h.extend_from_slice(&(data_end - self.data_start).to_le_bytes());
+        h.extend_from_slice(&[0; 16]); // event_types: unused
+        for b in bitmap {
+            h.extend_from_slice(&b.to_le_bytes());
+        }
+        self.patch(40, &h)?;
+        self.out
+            .flush()
+            .map_err(|e| Error::new(self.pos, "writing perf.data", ErrorKind::Io(e)))?;
+        let stats =
+            WriteStats { data_bytes: data_end - self.data_start, bytes: self.pos, ..self.stats };
+        Ok((self.out, stats))
+    }
+}
+
+/// `features::id` re-exported for writers choosing features.
+pub use features::id as feature;
