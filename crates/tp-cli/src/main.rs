@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod analyze;
+mod convert;
 mod extract;
 mod format;
 mod list;
@@ -41,6 +42,8 @@ enum Command {
     Stat(stat::Args),
     /// Page faults from a recording: per task, kind, page, instruction and file.
     Faults(analyze::faults::Args),
+    /// Convert a trace.dat to another format (Perfetto).
+    Convert(convert::Args),
 }
 
 fn main() {
@@ -56,6 +59,7 @@ fn main() {
         Command::Sched(a) => analyze::sched::run(a),
         Command::Stat(a) => stat::run(a),
         Command::Faults(a) => analyze::faults::run(a),
+        Command::Convert(a) => convert::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

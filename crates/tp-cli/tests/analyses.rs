@@ -411,3 +411,158 @@ fn faults_figures_equal_a_computation_from_the_report() {
     assert_eq!(progs.len(), 2, "{want:?}");
     assert!(progs.iter().all(|w| w[2] >= 64), "{progs:?}");
 }
+
+/// The `timeline` example of crate `tp` (a Rust program with tracepoints), built once into
+/// this test's target directory (as tests/timeline.rs builds it).
+fn timeline_example() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let me = std::env::current_exe().unwrap();
+        let profile_dir = me.parent().unwrap().parent().unwrap();
+        let target_dir = profile_dir.parent().unwrap();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "tp", "--example", "timeline", "--target-dir"])
+            .arg(target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("running cargo to build the timeline example");
+        assert!(st.success(), "cargo build -p tp --example timeline failed: {st}");
+        profile_dir.join("examples").join("timeline")
+    })
+}
+
+/// Decodes a Perfetto trace with the `perfetto` PyPI package's protos and prints, per line,
+/// one JSON object per event: ftrace events with their CPU, name (typed: the oneof field;
+/// generic: event_name), timestamp, pid and fields; track events with their name and
+/// annotations; and a last line with lost-event bundles and thread names.
+const DECODE: &str = r#"
+import json, sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+t = pb.Trace()
+t.ParseFromString(open(sys.argv[1], "rb").read())
+lost, threads, tracks = 0, {}, {}
+for p in t.packet:
+    if p.HasField("ftrace_events"):
+        b = p.ftrace_events
+        lost += b.lost_events
+        for e in b.event:
+            k = e.WhichOneof("event")
+            if k == "generic":
+                f = {x.name: (x.str_value if x.HasField("str_value") else x.int_value) for x in e.generic.field}
+                name = e.generic.event_name
+            else:
+                m = getattr(e, k)
+                f = {d.name: v for d, v in m.ListFields()}
+                name = k
+            print(json.dumps({"kind": "ftrace", "cpu": b.cpu, "event": name, "ts": e.timestamp, "pid": e.pid, "fields": f}))
+    if p.HasField("process_tree"):
+        for th in p.process_tree.threads:
+            threads[th.tid] = th.name
+    if p.HasField("track_descriptor"):
+        tracks[p.track_descriptor.uuid] = p.track_descriptor.thread.tid
+    if p.HasField("track_event"):
+        e = p.track_event
+        f = {a.name: (a.string_value if a.HasField("string_value") else a.int_value) for a in e.debug_annotations}
+        print(json.dumps({"kind": "track", "event": e.name, "ts": p.timestamp, "pid": tracks[e.track_uuid], "fields": f}))
+print(json.dumps({"kind": "end", "lost": lost, "threads": len(threads)}))
+"#;
+
+#[test]
+fn perfetto_has_exactly_the_events_of_the_source() {
+    require_tracefs();
+    let tmp = Tmp::new("perfetto");
+    let file = tmp.0.join("trace.dat");
+    run(Command::new(TP)
+        .args(["record", "-q", "-e", "sched", "-e", "raw_syscalls", "-e", "exceptions"])
+        .args(["-e", "tpdemo:*", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(timeline_example())
+        .args(["3", "2"]));
+    let out = tmp.0.join("out.perfetto-trace");
+    run(Command::new(TP)
+        .args(["convert", "--to", "perfetto", "-i"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&out));
+    let script = tmp.0.join("decode.py");
+    std::fs::write(&script, DECODE).unwrap();
+    let decoded = run(Command::new("python3").arg(&script).arg(&out));
+    let decoded: Vec<Value> = String::from_utf8_lossy(&decoded.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let report = run(Command::new(TP).args(["report", "--json", "-i"]).arg(&file));
+    let source: Vec<Value> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Kernel events per (CPU, name); the program's per name.
+    type Key = (String, Option<u64>, String);
+    let mut want: BTreeMap<Key, u64> = BTreeMap::new();
+    let mut lost = 0;
+    for e in &source {
+        if e.get("lost").is_some() {
+            lost += e.get("buffer").is_none() as u64;
+            continue;
+        }
+        let name = e["event"].as_str().unwrap().to_string();
+        let key = match e.get("buffer") {
+            Some(_) => ("track".to_string(), None, name),
+            None => ("ftrace".to_string(), e["cpu"].as_u64(), name),
+        };
+        *want.entry(key).or_default() += 1;
+    }
+    let mut got: BTreeMap<Key, u64> = BTreeMap::new();
+    for e in &decoded {
+        if e["kind"] == "end" {
+            assert_eq!(e["lost"].as_u64().unwrap(), lost);
+            assert!(e["threads"].as_u64().unwrap() > 0, "no thread names");
+            continue;
+        }
+        let cpu = if e["kind"] == "ftrace" { e["cpu"].as_u64() } else { None };
+        let key = (
+            e["kind"].as_str().unwrap().to_string(),
+            cpu,
+            e["event"].as_str().unwrap().to_string(),
+        );
+        *got.entry(key).or_default() += 1;
+    }
+    assert_eq!(got, want);
+    assert!(want.keys().any(|k| k.0 == "track"), "no Rust tracepoints recorded: {want:?}");
+    assert!(want.keys().any(|k| k.2 == "sched_switch"), "{want:?}");
+    // Field by field: every sched_switch (typed) and every sys_exit (generic) and every
+    // program event (track event), as (time, pid, fields) multisets.
+    let pick = |v: &[Value], kind: Option<&str>, event: &str, names: &[&str]| {
+        let mut m: Vec<String> = v
+            .iter()
+            .filter(|e| e["event"] == event && kind.map_or(true, |k| e["kind"] == k))
+            .map(|e| {
+                let f: Vec<String> = names.iter().map(|n| e["fields"][n].to_string()).collect();
+                format!("{} {} {}", e["ts"], e["pid"], f.join(" "))
+            })
+            .collect();
+        m.sort();
+        m
+    };
+    let sw =
+        ["prev_comm", "prev_pid", "prev_prio", "prev_state", "next_comm", "next_pid", "next_prio"];
+    assert_eq!(
+        pick(&decoded, Some("ftrace"), "sched_switch", &sw),
+        pick(&source, None, "sched_switch", &sw)
+    );
+    assert_eq!(
+        pick(&decoded, Some("ftrace"), "sys_exit", &["id", "ret"]),
+        pick(&source, None, "sys_exit", &["id", "ret"])
+    );
+    let after = ["round", "ppid"];
+    assert_eq!(
+        pick(&decoded, Some("track"), "after_getppid", &after),
+        pick(&source, None, "after_getppid", &after)
+    );
+    assert_eq!(pick(&decoded, Some("track"), "after_getppid", &after).len(), 3);
+}

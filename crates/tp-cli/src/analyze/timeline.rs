@@ -79,6 +79,8 @@ impl Coverage {
 pub struct Timeline {
     dat: TraceDat<File>,
     input: String,
+    /// Event ID -> index into the file's formats.
+    by_id: Vec<u32>,
     /// Flyrecord buffers: (index in the file, name; "" for the top level).
     pub buffers: Vec<(usize, String)>,
     pub cmdlines: Cmdlines,
@@ -96,6 +98,12 @@ impl Timeline {
         for e in dat.format_errors() {
             eprintln!("tp: {input}: {e} (its events are left out)");
         }
+        let mut by_id = vec![u32::MAX; u16::MAX as usize + 1];
+        for (i, f) in dat.events().iter().enumerate() {
+            if let Ok(id) = u16::try_from(f.id) {
+                by_id[id as usize] = i as u32;
+            }
+        }
         let buffers = dat
             .buffers()
             .iter()
@@ -107,7 +115,7 @@ impl Timeline {
         let ts_in_ns = dat.tsc2nsec().is_some() || tp_format::text::clock_is_ns(&clock);
         let cmdlines = dat.cmdlines().clone();
         let big_endian = dat.big_endian();
-        Ok(Timeline { dat, input, buffers, cmdlines, ts_in_ns, clock, big_endian })
+        Ok(Timeline { dat, input, by_id, buffers, cmdlines, ts_in_ns, clock, big_endian })
     }
 
     pub fn input(&self) -> &str {
@@ -117,6 +125,11 @@ impl Timeline {
     /// The format of `system:name`, if the file has it.
     pub fn event(&self, system: &str, name: &str) -> Option<&EventFormat> {
         self.dat.events().iter().find(|f| f.system == system && f.name == name)
+    }
+
+    /// The format of event `id`.
+    pub fn format_of(&self, id: u16) -> Option<&EventFormat> {
+        self.dat.events().get(*self.by_id.get(id as usize)? as usize)
     }
 
     pub fn formats(&self) -> &[EventFormat] {

@@ -1,0 +1,31 @@
+//! `tp convert -i FILE --to perfetto -o OUT`: a trace.dat in another tool's format.
+
+pub mod perfetto;
+mod proto;
+
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Perfetto's protobuf trace (ui.perfetto.dev opens it).
+    Perfetto,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The trace file (trace.dat v6 or v7).
+    #[arg(short = 'i', long = "input", default_value = "trace.dat")]
+    pub input: PathBuf,
+    /// The format to write.
+    #[arg(long = "to", value_enum)]
+    pub to: Format,
+    /// Output file.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    match args.to {
+        Format::Perfetto => perfetto::run(&args.input, &args.output),
+    }
+}

@@ -1,0 +1,429 @@
+//! trace.dat -> Perfetto's protobuf trace (`perfetto.protos.Trace`, field numbers from
+//! perfetto's `perfetto_trace.proto`; the tests decode the output with the `perfetto` PyPI
+//! package's generated protos).
+//!
+//! - Kernel events become ftrace events in per-CPU `FtraceEventBundle`s: scheduling and
+//!   process events typed (`sched_switch`, `sched_waking`, `sched_wakeup(_new)`,
+//!   `sched_migrate_task`, `sched_process_exec/exit/fork/free`, `task_newtask/rename`,
+//!   `ftrace:print`), every other event as a `GenericFtraceEvent` with all its fields.
+//! - Events lost on a CPU set `lost_events` on that CPU's next bundle.
+//! - Task names from the file's saved cmdlines go into a `ProcessTree`.
+//! - A Rust program's tracepoints (the buffers `tp record` names `COMM-PID`) become
+//!   instant `TrackEvent`s on a track per thread, their fields as debug annotations.
+//!
+//! Streaming: a bundle per CPU is flushed every [`BUNDLE_EVENTS`] events, so memory does not
+//! grow with the file. Timestamps are the trace clock's (`mono` for tp record), as recorded.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::Context;
+use tp_format::format::{EventFormat, Field, FieldKind};
+
+use super::proto::{bytes, int, uint};
+use crate::analyze::timeline::{str_field, Ev, IntField, Timeline};
+use crate::analyze::Select;
+
+/// Events per bundle before it is written.
+const BUNDLE_EVENTS: usize = 1024;
+
+/// Sequences: ftrace bundles, and the Rust programs' track events.
+const SEQ_FTRACE: i64 = 1;
+const SEQ_TRACKS: i64 = 2;
+
+// TracePacket fields.
+const PKT_FTRACE_EVENTS: u32 = 1;
+const PKT_PROCESS_TREE: u32 = 2;
+const PKT_TIMESTAMP: u32 = 8;
+const PKT_SEQ_ID: u32 = 10;
+const PKT_TRACK_EVENT: u32 = 11;
+const PKT_SEQ_FLAGS: u32 = 13;
+const PKT_TRACK_DESCRIPTOR: u32 = 60;
+/// SEQ_INCREMENTAL_STATE_CLEARED.
+const SEQ_CLEARED: i64 = 1;
+
+/// How one field of a kernel event is encoded: its proto field number and how to read it.
+#[derive(Clone)]
+enum Access {
+    Int(IntField),
+    Str(Field),
+    /// Arrays that are not strings: printed as `[1,2,3]` (generic events only).
+    Other(Field),
+}
+
+/// How one event type converts.
+#[derive(Clone)]
+enum Conv {
+    /// A typed FtraceEvent field (`oneof event`), with (proto field, access) pairs.
+    Typed(u32, Vec<(u32, Access)>),
+    /// GenericFtraceEvent: event name and (field name, access).
+    Generic(String, Vec<(String, Access)>),
+}
+
+/// Typed ftrace events: (system, name, FtraceEvent field, [(kernel field = proto field
+/// name, proto field number)]). Kernel fields the proto has no field for are left out, as
+/// perfetto's own recorder does.
+/// (system, name, FtraceEvent field number, [(field name, proto field number)]).
+type Typed = (&'static str, &'static str, u32, &'static [(&'static str, u32)]);
+
+const TYPED: &[Typed] = &[
+    (
+        "sched",
+        "sched_switch",
+        4,
+        &[
+            ("prev_comm", 1),
+            ("prev_pid", 2),
+            ("prev_prio", 3),
+            ("prev_state", 4),
+            ("next_comm", 5),
+            ("next_pid", 6),
+            ("next_prio", 7),
+        ],
+    ),
+    ("sched", "sched_wakeup", 17, &[("comm", 1), ("pid", 2), ("prio", 3), ("target_cpu", 5)]),
+    ("sched", "sched_waking", 20, &[("comm", 1), ("pid", 2), ("prio", 3), ("target_cpu", 5)]),
+    ("sched", "sched_wakeup_new", 114, &[("comm", 1), ("pid", 2), ("prio", 3), ("target_cpu", 5)]),
+    (
+        "sched",
+        "sched_migrate_task",
+        491,
+        &[("comm", 1), ("pid", 2), ("prio", 3), ("orig_cpu", 4), ("dest_cpu", 5)],
+    ),
+    ("sched", "sched_process_exec", 237, &[("filename", 1), ("pid", 2), ("old_pid", 3)]),
+    ("sched", "sched_process_exit", 238, &[("comm", 1), ("pid", 2), ("tgid", 3), ("prio", 4)]),
+    (
+        "sched",
+        "sched_process_fork",
+        239,
+        &[("parent_comm", 1), ("parent_pid", 2), ("child_comm", 3), ("child_pid", 4)],
+    ),
+    ("sched", "sched_process_free", 240, &[("comm", 1), ("pid", 2), ("prio", 3)]),
+    (
+        "task",
+        "task_newtask",
+        235,
+        &[("pid", 1), ("comm", 2), ("clone_flags", 3), ("oom_score_adj", 4)],
+    ),
+    (
+        "task",
+        "task_rename",
+        236,
+        &[("pid", 1), ("oldcomm", 2), ("newcomm", 3), ("oom_score_adj", 4)],
+    ),
+    ("ftrace", "print", 3, &[("ip", 1), ("buf", 2)]),
+];
+
+fn access(f: &Field, be: bool, format: &EventFormat) -> Access {
+    if matches!(f.kind, FieldKind::Scalar | FieldKind::Pointer) {
+        if let Some(i) = IntField::of(format, &f.name, be) {
+            return Access::Int(i);
+        }
+    }
+    if f.is_string() {
+        Access::Str(f.clone())
+    } else {
+        Access::Other(f.clone())
+    }
+}
+
+fn conv_for(format: &EventFormat, be: bool) -> Conv {
+    if let Some((_, _, number, fields)) =
+        TYPED.iter().find(|(s, n, _, _)| *s == format.system && *n == format.name)
+    {
+        let mut v = Vec::new();
+        for (name, no) in fields.iter() {
+            if let Some(f) = format.field(name) {
+                v.push((*no, access(f, be, format)));
+            }
+        }
+        return Conv::Typed(*number, v);
+    }
+    let fields = format.fields.iter().map(|f| (f.name.clone(), access(f, be, format))).collect();
+    Conv::Generic(format.name.clone(), fields)
+}
+
+/// `[1,2,3]` for a non-string array field.
+fn other_text(f: &Field, data: &[u8], be: bool) -> String {
+    let Some(b) = f.bytes(data, be) else { return String::new() };
+    let n = f.element_size().max(1);
+    let mut s = String::from("[");
+    let items: Vec<String> = if matches!(n, 1 | 2 | 4 | 8) {
+        b.chunks_exact(n)
+            .filter_map(|c| tp_format::format::read_int(c, f.signed, be))
+            .map(|v| v.to_string())
+            .collect()
+    } else {
+        b.iter().map(|v| v.to_string()).collect()
+    };
+    s.push_str(&items.join(","));
+    s.push(']');
+    s
+}
+
+/// One CPU's bundle being filled.
+#[derive(Default)]
+struct Bundle {
+    events: Vec<u8>,
+    count: usize,
+    lost: bool,
+}
+
+struct Writer {
+    out: BufWriter<File>,
+    packet: Vec<u8>,
+    scratch: Vec<u8>,
+    event: Vec<u8>,
+    error: Option<std::io::Error>,
+}
+
+impl Writer {
+    /// Write `packet` (already holding the packet's fields) as one `Trace.packet`.
+    fn emit_packet(&mut self) {
+        let mut head = Vec::with_capacity(8);
+        bytes_header(&mut head, 1, self.packet.len());
+        if self.error.is_none() {
+            if let Err(e) = self.out.write_all(&head).and_then(|_| self.out.write_all(&self.packet))
+            {
+                self.error = Some(e);
+            }
+        }
+        self.packet.clear();
+    }
+
+    fn flush_bundle(&mut self, cpu: u32, b: &mut Bundle) {
+        if b.count == 0 && !b.lost {
+            return;
+        }
+        self.scratch.clear();
+        uint(&mut self.scratch, 1, cpu as u64);
+        self.scratch.extend_from_slice(&b.events);
+        if b.lost {
+            int(&mut self.scratch, 3, 1);
+        }
+        self.packet.clear();
+        bytes(&mut self.packet, PKT_FTRACE_EVENTS, &self.scratch);
+        int(&mut self.packet, PKT_SEQ_ID, SEQ_FTRACE);
+        self.emit_packet();
+        b.events.clear();
+        b.count = 0;
+        b.lost = false;
+    }
+}
+
+/// Tag and length of a length-delimited field whose bytes follow.
+fn bytes_header(out: &mut Vec<u8>, field: u32, len: usize) {
+    super::proto::varint(out, (field as u64) << 3 | 2);
+    super::proto::varint(out, len as u64);
+}
+
+pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
+    let tl = Timeline::open(input)?;
+    let be = tl.big_endian;
+    let mut convs: Vec<Option<Conv>> = vec![None; u16::MAX as usize + 1];
+    for f in tl.formats() {
+        if let Ok(id) = u16::try_from(f.id) {
+            convs[id as usize] = Some(conv_for(f, be));
+        }
+    }
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    let mut w = Writer {
+        out: BufWriter::with_capacity(1 << 20, file),
+        packet: Vec::new(),
+        scratch: Vec::new(),
+        event: Vec::new(),
+        error: None,
+    };
+    // The task names the file saved.
+    let mut names: Vec<(i32, &str)> = tl.cmdlines.iter().collect();
+    names.sort_unstable();
+    let mut tree = Vec::new();
+    for (pid, comm) in &names {
+        let mut t = Vec::new();
+        int(&mut t, 1, *pid as i64);
+        bytes(&mut t, 2, comm.as_bytes());
+        if let Some(tgid) = tl.cmdlines.tgid(*pid) {
+            int(&mut t, 3, tgid as i64);
+        }
+        bytes(&mut tree, 2, &t);
+    }
+    bytes(&mut w.packet, PKT_PROCESS_TREE, &tree);
+    int(&mut w.packet, PKT_SEQ_ID, SEQ_FTRACE);
+    w.emit_packet();
+
+    // Rust program buffers: `COMM-PID`; their process ID is the suffix.
+    let program_pid: Vec<Option<i32>> = tl
+        .buffers
+        .iter()
+        .map(|(_, name)| {
+            if name.is_empty() {
+                None
+            } else {
+                Some(name.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).unwrap_or(0))
+            }
+        })
+        .collect();
+    let mut tracks: HashMap<(usize, i32), u64> = HashMap::new();
+    let mut track_seq_started = false;
+    let mut bundles: HashMap<u32, Bundle> = HashMap::new();
+    let select = Select {
+        input: input.to_path_buf(),
+        json: false,
+        pids: Vec::new(),
+        comms: Vec::new(),
+        from: None,
+        to: None,
+    };
+    let mut events = 0u64;
+    let mut unknown = 0u64;
+    let cov = tl.run(&select, |ev| match ev {
+        Ev::Event(e) => {
+            let Some(conv) = &convs[e.id as usize] else {
+                unknown += 1;
+                return;
+            };
+            events += 1;
+            if let Some(process) = program_pid[e.buffer] {
+                // A Rust tracepoint: an instant on its thread's track.
+                let n = tracks.len() as u64;
+                let uuid = *tracks.entry((e.buffer, e.pid)).or_insert_with(|| {
+                    let uuid = 0x7470_0000_0000_0000 | n;
+                    let mut th = Vec::new();
+                    int(&mut th, 1, if process != 0 { process } else { e.pid } as i64);
+                    int(&mut th, 2, e.pid as i64);
+                    bytes(&mut th, 5, tl.comm(e.pid).as_bytes());
+                    let mut td = Vec::new();
+                    uint(&mut td, 1, uuid);
+                    bytes(&mut td, 4, &th);
+                    bytes(&mut w.packet, PKT_TRACK_DESCRIPTOR, &td);
+                    int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
+                    if !track_seq_started {
+                        int(&mut w.packet, PKT_SEQ_FLAGS, SEQ_CLEARED);
+                        track_seq_started = true;
+                    }
+                    w.emit_packet();
+                    uuid
+                });
+                let format = tl.format_of(e.id);
+                w.event.clear();
+                int(&mut w.event, 9, 3); // TYPE_INSTANT
+                uint(&mut w.event, 11, uuid);
+                if let Some(f) = format {
+                    bytes(&mut w.event, 22, f.system.as_bytes());
+                    bytes(&mut w.event, 23, f.name.as_bytes());
+                }
+                if let Conv::Generic(_, fields) = conv {
+                    for (name, a) in fields {
+                        w.scratch.clear();
+                        bytes(&mut w.scratch, 10, name.as_bytes());
+                        match a {
+                            Access::Int(i) => int(&mut w.scratch, 4, i.get(e.data)),
+                            Access::Str(f) => {
+                                bytes(&mut w.scratch, 6, str_field(f, e.data, be).as_bytes())
+                            }
+                            Access::Other(f) => {
+                                bytes(&mut w.scratch, 6, other_text(f, e.data, be).as_bytes())
+                            }
+                        }
+                        bytes(&mut w.event, 4, &w.scratch);
+                    }
+                }
+                uint(&mut w.packet, PKT_TIMESTAMP, e.ts);
+                bytes(&mut w.packet, PKT_TRACK_EVENT, &w.event);
+                int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
+                w.emit_packet();
+                return;
+            }
+            // A kernel event: FtraceEvent{timestamp, pid, common_flags, oneof event}.
+            w.scratch.clear();
+            let field = match conv {
+                Conv::Typed(no, fields) => {
+                    for (pno, a) in fields {
+                        match a {
+                            Access::Int(i) => int(&mut w.scratch, *pno, i.get(e.data)),
+                            Access::Str(f) => {
+                                bytes(&mut w.scratch, *pno, str_field(f, e.data, be).as_bytes())
+                            }
+                            Access::Other(f) => {
+                                bytes(&mut w.scratch, *pno, other_text(f, e.data, be).as_bytes())
+                            }
+                        }
+                    }
+                    *no
+                }
+                Conv::Generic(name, fields) => {
+                    bytes(&mut w.scratch, 1, name.as_bytes());
+                    let mut fb = Vec::new();
+                    for (fname, a) in fields {
+                        fb.clear();
+                        bytes(&mut fb, 1, fname.as_bytes());
+                        match a {
+                            Access::Int(i) => int(&mut fb, 4, i.get(e.data)),
+                            Access::Str(f) => {
+                                bytes(&mut fb, 3, str_field(f, e.data, be).as_bytes())
+                            }
+                            Access::Other(f) => {
+                                bytes(&mut fb, 3, other_text(f, e.data, be).as_bytes())
+                            }
+                        }
+                        bytes(&mut w.scratch, 2, &fb);
+                    }
+                    327
+                }
+            };
+            w.event.clear();
+            uint(&mut w.event, 1, e.ts);
+            int(&mut w.event, 2, e.pid as i64);
+            uint(&mut w.event, 5, e.data[2] as u64);
+            bytes(&mut w.event, field, &w.scratch);
+            let b = bundles.entry(e.cpu).or_default();
+            bytes(&mut b.events, 2, &w.event);
+            b.count += 1;
+            if b.count >= BUNDLE_EVENTS {
+                let mut b = std::mem::take(b);
+                w.flush_bundle(e.cpu, &mut b);
+                bundles.insert(e.cpu, b);
+            }
+        }
+        Ev::Lost { buffer, cpu } => {
+            if program_pid[buffer].is_none() {
+                let mut b = bundles.remove(&cpu).unwrap_or_default();
+                w.flush_bundle(cpu, &mut b);
+                b.lost = true;
+                bundles.insert(cpu, b);
+            }
+        }
+    })?;
+    let mut cpus: Vec<u32> = bundles.keys().copied().collect();
+    cpus.sort_unstable();
+    for cpu in cpus {
+        if let Some(mut b) = bundles.remove(&cpu) {
+            w.flush_bundle(cpu, &mut b);
+        }
+    }
+    if let Some(e) = w.error.take() {
+        return Err(e).with_context(|| format!("writing {}", output.display()));
+    }
+    w.out.flush().with_context(|| format!("writing {}", output.display()))?;
+    let (lost, gaps) = cov.lost_total();
+    eprintln!(
+        "tp: {} events written to {} (open it at ui.perfetto.dev){}",
+        events,
+        output.display(),
+        if lost > 0 || gaps > 0 {
+            format!("; {lost} events were lost in the recording ({gaps} gaps of unknown size), marked on their CPUs' bundles")
+        } else {
+            String::new()
+        }
+    );
+    if unknown > 0 {
+        eprintln!("tp: {unknown} events of IDs the file has no format for were left out");
+    }
+    for e in &cov.errors {
+        eprintln!("tp: {e}");
+    }
+    Ok(if cov.errors.is_empty() { 0 } else { 1 })
+}
