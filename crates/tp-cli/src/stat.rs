@@ -150,16 +150,13 @@ enum Outcome {
 
 fn count_once(args: &Args, events: &[Event], style: &Style) -> anyhow::Result<Outcome> {
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
-    let mut child = if args.command.is_empty() {
-        None
-    } else {
-        match GatedChild::spawn(&args.command) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                eprintln!("tp stat: {e}");
-                return Ok(Outcome::NotRun(127));
-            }
+    let mut child = match args.command.first() {
+        None => None,
+        Some(prog) if process::resolve_program(prog).is_none() => {
+            eprintln!("tp stat: {}: command not found", prog.to_string_lossy());
+            return Ok(Outcome::NotRun(127));
         }
+        Some(_) => Some(GatedChild::spawn(&args.command)?),
     };
     let system_wide = args.all_cpus || args.cpu.is_some();
     let targets: Vec<Target> = if let Some(list) = &args.cpu {
@@ -216,10 +213,8 @@ fn count_once(args: &Args, events: &[Event], style: &Style) -> anyhow::Result<Ou
                 status = st.as_shell_code();
                 break;
             }
-        } else if let Some(pid) = args.pid {
-            if process::kill(pid, 0).is_err() {
-                break;
-            }
+        } else if args.pid.is_some_and(process_gone) {
+            break;
         }
         let now = Instant::now();
         if let Some(t) = next_tick {
@@ -262,6 +257,17 @@ fn count_once(args: &Args, events: &[Event], style: &Style) -> anyhow::Result<Ou
         }
     }
     Ok(Outcome::Counted(Run { events: events.to_vec(), values, elapsed, status }))
+}
+
+/// Has `pid` exited? Gone from /proc, or a zombie its parent has not reaped yet (a perf fd
+/// cannot tell: a counting event without a ring always polls as POLLHUP).
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))),
+    }
 }
 
 fn is_clock(ev: &Event) -> bool {

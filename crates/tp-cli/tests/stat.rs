@@ -331,3 +331,42 @@ fn list_shows_perf_events() {
         assert!(s.contains("not supported here"), "{s}");
     }
 }
+
+/// -p: count a running process (not tp's child) until it exits, zombie or not.
+#[test]
+fn attach_to_a_pid_until_it_exits() {
+    let l = load().to_str().unwrap();
+    // sh reads a line, then runs the load: tp attaches while it waits.
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("read x; exec {l} getppid 4321")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let stat = Command::new(TP)
+        .args(["stat", "-x,", "-e", "syscalls:sys_enter_getppid", "-p", &pid])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    // Not reaped until tp is done: tp must notice the exit of a zombie.
+    let o = stat.wait_with_output().unwrap();
+    child.wait().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(csv_count(&stderr(&o), "syscalls:sys_enter_getppid"), 4321, "{}", stderr(&o));
+}
+
+/// Out of file descriptors: the limit is named, in one line.
+#[test]
+fn fd_limit_is_named() {
+    let o = Command::new("sh")
+        .args(["-c", &format!("ulimit -n 12; exec {TP} stat -a -e cs,faults,major-faults,minor-faults,task-clock,cpu-clock,migrations,alignment-faults -- true")])
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("out of file descriptors (limit 12"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

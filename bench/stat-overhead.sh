@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Counting overhead of `tp stat` against `perf stat` on the same events, in one run.
+#
+#   bench/stat-overhead.sh [CALLS] [ROUNDS] [EVENTS]     (root; run from the repository root)
+#
+# Workload: ../shared/peers/load/syscall-load.c (or $LOAD_SRC), CALLS getppid() calls (default 2,000,000);
+# it prints its own loop time, so "loop" excludes the tools' start-up and tear-down and
+# "wall" includes them. Configurations, interleaved ROUNDS times (default 5):
+#   alone   the load, nothing counting
+#   perf    perf stat -e EVENTS -- LOAD
+#   tp      tp stat   -e EVENTS -- LOAD
+# EVENTS defaults to syscalls:sys_enter_getppid,task-clock,context-switches,page-faults (the
+# tracepoint fires on every call, so its counting cost is in the loop). Prints the median
+# and range per configuration, the ratios to the load alone and tp/perf, and checks that
+# both tools counted exactly CALLS getppid calls.
+set -euo pipefail
+CALLS=${1:-2000000}
+ROUNDS=${2:-5}
+EVENTS=${3:-syscalls:sys_enter_getppid,task-clock,context-switches,page-faults}
+here=$(cd "$(dirname "$0")/.." && pwd)
+src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
+work=$(mktemp -d /tmp/tp-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT INT TERM
+
+[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
+perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
+gcc -O2 -o "$work/load" "$src"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
+(cd "$here" && cargo build --release -q -p tp-cli)
+TP="$CARGO_TARGET_DIR/release/tp"
+
+now() { date +%s%N; }
+loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
+count_of() { awk -F, -v e=syscalls:sys_enter_getppid '$3 == e { print $1 }' "$1"; }
+
+declare -A LOOP WALL
+run() { # name, command...
+  local name=$1; shift
+  local t0 t1
+  t0=$(now)
+  "$@" > "$work/out" 2> "$work/err"
+  t1=$(now)
+  LOOP[$name]+="$(loop_ns "$work/out") "
+  WALL[$name]+="$(( t1 - t0 )) "
+  if [ "$name" != alone ] && [[ $EVENTS == *syscalls:sys_enter_getppid* ]]; then
+    local c; c=$(count_of "$work/err")
+    [ "$c" = "$CALLS" ] || { echo "$name counted '$c' getppid calls, not $CALLS:" >&2; cat "$work/err" >&2; exit 1; }
+  fi
+}
+
+for r in $(seq "$ROUNDS"); do
+  run alone "$work/load" "$CALLS"
+  run perf perf stat -x, -e "$EVENTS" -- "$work/load" "$CALLS"
+  run tp "$TP" stat -x, -e "$EVENTS" -- "$work/load" "$CALLS"
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+range() { tr ' ' '\n' | grep . | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo / 1e6, hi / 1e6 }'; }
+
+echo "stat overhead: $CALLS getppid() calls, events $EVENTS, $ROUNDS rounds (median, range; ms)"
+printf '%-8s %12s %17s %12s %17s\n' config loop range wall range
+for n in alone perf tp; do
+  printf '%-8s %12.2f %17s %12.2f %17s\n' "$n" \
+    "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range)" \
+    "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range)"
+done
+la=$(echo "${LOOP[alone]}" | median); lp=$(echo "${LOOP[perf]}" | median); lt=$(echo "${LOOP[tp]}" | median)
+wa=$(echo "${WALL[alone]}" | median); wp=$(echo "${WALL[perf]}" | median); wt=$(echo "${WALL[tp]}" | median)
+awk -v la="$la" -v lp="$lp" -v lt="$lt" -v wa="$wa" -v wp="$wp" -v wt="$wt" 'BEGIN {
+  printf "loop: perf/alone %.3fx  tp/alone %.3fx  tp/perf %.3fx\n", lp / la, lt / la, lt / lp
+  printf "wall: perf/alone %.3fx  tp/alone %.3fx  tp/perf %.3fx\n", wp / wa, wt / wa, wt / wp
+}'
