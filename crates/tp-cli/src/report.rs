@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use anyhow::Context;
+use tp_format::funcgraph::{Graph, Out, Pairing};
 use tp_format::render::{Common, Options, Renderer};
-use tp_format::text::{self, Columns};
+use tp_format::text::{self, Columns, Layout};
 use tp_format::tracedat::{Item, TraceDat};
 use tp_tracefs::events::glob_match;
 
@@ -107,7 +108,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let clock = dat.clock().unwrap_or("local");
     let options = Options {
-        columns: Columns { tgid: args.tgid, irq_info: true },
+        columns: Columns {
+            tgid: args.tgid,
+            // Lines as the recording kernel printed them (this kernel's when unknown).
+            layout: dat.uname().and_then(Layout::for_uname).unwrap_or_default(),
+            ..Columns::default()
+        },
         ts_in_ns: dat.tsc2nsec().is_some() || text::clock_is_ns(clock),
         big_endian: dat.big_endian(),
         long_size: dat.long_size(),
@@ -221,28 +227,64 @@ fn render_records(
 ) -> anyhow::Result<usize> {
     let cpu_mask = (1u32 << pipeline::CPU_BITS) - 1;
     let errors = pipeline::run(renderer, mode, &args.input, names, |feed| {
+        // Function_graph calls are paired with their returns for the text (`--raw` and
+        // JSON keep one record per line).
+        let mut pairing = if mode == Mode::Text { Pairing::new(renderer) } else { None };
+        let mut emit = |o: Out<'_, Aside>| match o {
+            Out::Event { cpu, ts, data, graph: Graph::Plain } => feed.event(cpu, ts, data),
+            Out::Event { cpu, ts, data, graph: Graph::Leaf(ret) } => {
+                feed.graph_leaf(cpu, ts, data, ret)
+            }
+            Out::Event { cpu, ts, data, graph: Graph::Orphan } => feed.graph_orphan(cpu, ts, data),
+            Out::Other(Aside::Lost { cpu, ts, count }) => feed.lost(cpu, ts, count),
+            Out::Other(Aside::Error(m)) => feed.error(m),
+        };
         let mut errors = 0;
         while let Some(item) = records.next() {
             match item {
                 Ok(Item::Event(r)) => {
-                    if select(args, wanted, renderer, r.cpu & cpu_mask, r.data).is_some() {
-                        feed.event(r.cpu, adjust_ts(r.ts), r.data)?;
+                    let Some(c) = select(args, wanted, renderer, r.cpu & cpu_mask, r.data) else {
+                        continue;
+                    };
+                    let ts = adjust_ts(r.ts);
+                    match &mut pairing {
+                        Some(p) => p.event(renderer, c.id, r.cpu, ts, r.data, &mut emit)?,
+                        None => {
+                            emit(Out::Event { cpu: r.cpu, ts, data: r.data, graph: Graph::Plain })?
+                        }
                     }
                 }
                 Ok(Item::Lost(l)) => {
                     if args.cpus.is_empty() || args.cpus.contains(&(l.cpu & cpu_mask)) {
-                        feed.lost(l.cpu, adjust_ts(l.ts), l.count)?;
+                        let lost = Aside::Lost { cpu: l.cpu, ts: adjust_ts(l.ts), count: l.count };
+                        match &mut pairing {
+                            Some(p) => p.other(Some(l.cpu), lost, &mut emit)?,
+                            None => emit(Out::Other(lost))?,
+                        }
                     }
                 }
                 Err(e) => {
-                    feed.error(e.to_string())?;
+                    let e = Aside::Error(e.to_string());
+                    match &mut pairing {
+                        Some(p) => p.other(None, e, &mut emit)?,
+                        None => emit(Out::Other(e))?,
+                    }
                     errors += 1;
                 }
             }
         }
+        if let Some(p) = &mut pairing {
+            p.finish(&mut emit)?;
+        }
         Ok(errors)
     })?;
     Ok(errors.unwrap_or(0))
+}
+
+/// What travels between records: lost events and decoding errors.
+enum Aside {
+    Lost { cpu: u32, ts: u64, count: Option<u64> },
+    Error(String),
 }
 
 /// The common fields of a record that passes the CPU, event and pid filters.

@@ -83,7 +83,7 @@ pub fn run(args: Args) -> Result<i32> {
         cmdlines: cmdlines(&tfs, args.tgid),
     };
     let options = Options {
-        columns: Columns { tgid: args.tgid, irq_info: true },
+        columns: Columns { tgid: args.tgid, ..Columns::default() },
         ts_in_ns: text::clock_is_ns(&args.trace.clock),
         big_endian: false,
         long_size: 8,

@@ -11,6 +11,7 @@
 //! - [`text`]: the kernel's `trace` text layout (header block and context columns).
 
 pub mod format;
+pub mod funcgraph;
 pub mod glob;
 pub mod header;
 pub mod page;

@@ -3,7 +3,7 @@
 //! dump and JSON objects. One renderer serves `tp report`, `tp stream` and Rust sinks.
 
 use crate::format::{EventFormat, Field, FieldKind};
-use crate::printfmt::{Compiled, PrintFmtError, RenderCtx};
+use crate::printfmt::{Compiled, GraphStep, PrintFmtError, RenderCtx};
 use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
 use crate::text::{self, Columns, Context};
 use std::sync::OnceLock;
@@ -146,12 +146,58 @@ impl Renderer {
         out.push('\n');
     }
 
+    /// IDs of ftrace's `funcgraph_entry` and `funcgraph_exit`, when the trace has both.
+    pub fn graph_ids(&self) -> Option<(u16, u16)> {
+        let id = |name: &str| {
+            let f = self.formats().find(|f| f.system == "ftrace" && f.name == name)?;
+            u16::try_from(f.id).ok()
+        };
+        Some((id("funcgraph_entry")?, id("funcgraph_exit")?))
+    }
+
+    /// For function_graph records: what `data` records.
+    pub fn graph_step(&self, data: &[u8]) -> Option<GraphStep> {
+        let c = self.common(data)?;
+        let program = self.event(c.id)?.program().as_ref().ok()?;
+        program.graph_step(data, self.options.big_endian)
+    }
+
+    /// A function_graph call without children as one line, as the kernel prints it: the
+    /// call's context columns, then `func();` with the duration its return `ret` recorded.
+    pub fn render_graph_leaf_line(
+        &self,
+        cpu: u32,
+        ts: u64,
+        call: &[u8],
+        ret: &[u8],
+        out: &mut String,
+    ) {
+        self.write_context(cpu, ts, call, out);
+        self.graph_return(ret, true, out);
+        out.push('\n');
+    }
+
+    /// A function_graph return whose call was not shown (the trace began inside it):
+    /// `} /* func */`, as the kernel names the function there.
+    pub fn render_graph_orphan_line(&self, cpu: u32, ts: u64, ret: &[u8], out: &mut String) {
+        self.write_context(cpu, ts, ret, out);
+        self.graph_return(ret, false, out);
+        out.push('\n');
+    }
+
+    fn graph_return(&self, ret: &[u8], leaf: bool, out: &mut String) {
+        let program = self.common(ret).and_then(|c| self.event(c.id)?.program().as_ref().ok());
+        if !program.is_some_and(|p| p.render_graph_return(ret, leaf, &self.ctx(), out)) {
+            self.render_text(ret, out);
+        }
+    }
+
     /// The context columns (`comm-pid [cpu] flags ts: `).
     pub fn write_context(&self, cpu: u32, ts: u64, data: &[u8], out: &mut String) {
         let c = self.common(data).unwrap_or(Common { id: 0, flags: 0, preempt_count: 0, pid: 0 });
         let cols = self.options.columns;
         let tgid = if cols.tgid { self.tables.cmdlines.tgid(c.pid) } else { None };
-        let task = self.tables.cmdlines.task_column(c.pid);
+        let task = self.tables.cmdlines.task_column(c.pid).filter(|_| cols.task_column_cached());
         let ctx = Context {
             // Only needed when the task column is not kept for this pid.
             comm: if task.is_some() { "" } else { self.tables.cmdlines.comm(c.pid) },

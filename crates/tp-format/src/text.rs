@@ -8,16 +8,72 @@
 //! ```
 
 /// Which optional columns the instance printed (its `options/record-tgid` and
-/// `options/irq-info`; irq-info is on by default).
+/// `options/irq-info`; irq-info is on by default), and as which kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Columns {
     pub tgid: bool,
     pub irq_info: bool,
+    /// The layout of the kernel that recorded the trace ([`Layout::for_uname`]).
+    pub layout: Layout,
 }
 
 impl Default for Columns {
     fn default() -> Self {
-        Columns { tgid: false, irq_info: true }
+        Columns { tgid: false, irq_info: true, layout: Layout::default() }
+    }
+}
+
+/// How the context columns and the header block looked in a kernel's `trace` file. Each
+/// variant is the first kernel whose text it describes (kernel/trace/trace.c
+/// print_func_help_header_irq, trace_output.c trace_print_context and trace_print_lat_fmt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Layout {
+    /// Before 5.10: pid in 5 columns (`%16s-%-5d`), four flag characters, the preempt
+    /// count printed whole (`%x`), flag 0x02 "irqs-off not supported" (`X`).
+    Linux4,
+    /// 5.10 ("tracing: Make the space reserved for the pid wider"): pid in 7 columns.
+    Linux5_10,
+    /// 5.15 ("trace: Add migrate-disabled counter to tracing output"): a fifth flag
+    /// character; the preempt count's low nibble is the depth, its high one migrate-disable.
+    Linux5_15,
+    /// 5.18: bottom halves disabled (`b`, `D`), header `irqs-off/BH-disabled`.
+    Linux5_18,
+    /// 6.13: lazy need-resched (flag 0x02: `L`, `l`, `b`, `B`).
+    #[default]
+    Linux6_13,
+}
+
+impl Layout {
+    /// The layout of kernel `major.minor`.
+    pub fn for_version(major: u32, minor: u32) -> Layout {
+        match (major, minor) {
+            (0..=4, _) | (5, 0..=9) => Layout::Linux4,
+            (5, 10..=14) => Layout::Linux5_10,
+            (5, 15..=17) => Layout::Linux5_15,
+            (5, _) | (6, 0..=12) => Layout::Linux5_18,
+            _ => Layout::Linux6_13,
+        }
+    }
+
+    /// The layout of the kernel a trace file's `uname` text names (`Linux host 4.14.15-v7
+    /// #1 SMP ... armv7l`: the first word that starts with `MAJOR.MINOR`); `None` when it
+    /// names none.
+    pub fn for_uname(uname: &str) -> Option<Layout> {
+        uname.split_whitespace().find_map(|w| {
+            let mut parts = w.splitn(3, '.');
+            let major: u32 = parts.next()?.parse().ok()?;
+            let minor: String = parts.next()?.chars().take_while(|c| c.is_ascii_digit()).collect();
+            Some(Layout::for_version(major, minor.parse().ok()?))
+        })
+    }
+
+    /// Characters of the pid in the task column.
+    fn pid_width(self) -> usize {
+        if self < Layout::Linux5_10 {
+            5
+        } else {
+            7
+        }
     }
 }
 
@@ -41,29 +97,8 @@ pub fn write_header(out: &mut String, entries: u64, written: u64, ncpus: usize, 
     out.push_str(&format!(
         "# entries-in-buffer/entries-written: {entries}/{written}   #P:{ncpus}\n#\n"
     ));
-    // The tgid column widens the prefix by 10 characters.
-    let pad = if cols.tgid { "          " } else { "" };
     if cols.irq_info {
-        for line in [
-            "                                _-----=> irqs-off/BH-disabled",
-            "                               / _----=> need-resched",
-            "                              | / _---=> hardirq/softirq",
-            "                              || / _--=> preempt-depth",
-            "                              ||| / _-=> migrate-disable",
-            "                              |||| /     delay",
-        ] {
-            out.push('#');
-            out.push_str(pad);
-            out.push_str(line);
-            out.push('\n');
-        }
-        if cols.tgid {
-            out.push_str("#           TASK-PID       TGID    CPU#  |||||  TIMESTAMP  FUNCTION\n");
-            out.push_str("#              | |           |       |   |||||     |         |\n");
-        } else {
-            out.push_str("#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n");
-            out.push_str("#              | |         |   |||||     |         |\n");
-        }
+        write_irq_help(out, cols);
     } else if cols.tgid {
         out.push_str("#           TASK-PID       TGID    CPU#     TIMESTAMP  FUNCTION\n");
         out.push_str("#              | |           |       |         |         |\n");
@@ -71,6 +106,72 @@ pub fn write_header(out: &mut String, entries: u64, written: u64, ncpus: usize, 
         out.push_str("#           TASK-PID     CPU#     TIMESTAMP  FUNCTION\n");
         out.push_str("#              | |         |         |         |\n");
     }
+}
+
+/// The legend of the flag characters and the column titles, as `cols.layout`'s kernel
+/// printed them (print_func_help_header_irq).
+fn write_irq_help(out: &mut String, cols: Columns) {
+    let old = cols.layout < Layout::Linux5_10;
+    // The legend's indent: the tgid column widens it.
+    let indent = match (old, cols.tgid) {
+        (true, false) => 28,
+        (true, true) => 36,
+        (false, false) => 30,
+        (false, true) => 40,
+    }; // spaces after the `#`
+    let five = cols.layout >= Layout::Linux5_15;
+    let irqs_off = if cols.layout >= Layout::Linux5_18 {
+        "  _-----=> irqs-off/BH-disabled"
+    } else {
+        "  _-----=> irqs-off"
+    };
+    let mut legend = vec![
+        irqs_off,
+        " / _----=> need-resched",
+        "| / _---=> hardirq/softirq",
+        "|| / _--=> preempt-depth",
+    ];
+    if five {
+        legend.extend(["||| / _-=> migrate-disable", "|||| /     delay"]);
+    } else {
+        legend.push("||| /     delay");
+    }
+    for line in legend {
+        out.push('#');
+        out.extend(std::iter::repeat_n(' ', indent));
+        out.push_str(line);
+        out.push('\n');
+    }
+    let (title, bars) = match (old, cols.tgid, five) {
+        (true, false, _) => (
+            "#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION",
+            "#              | |       |   ||||       |         |",
+        ),
+        (true, true, _) => (
+            "#           TASK-PID    TGID   CPU#  ||||    TIMESTAMP  FUNCTION",
+            "#              | |        |      |   ||||       |         |",
+        ),
+        (false, false, false) => (
+            "#           TASK-PID     CPU#  ||||   TIMESTAMP  FUNCTION",
+            "#              | |         |   ||||      |         |",
+        ),
+        (false, true, false) => (
+            "#           TASK-PID       TGID    CPU#  ||||   TIMESTAMP  FUNCTION",
+            "#              | |           |       |   ||||      |         |",
+        ),
+        (false, false, true) => (
+            "#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION",
+            "#              | |         |   |||||     |         |",
+        ),
+        (false, true, true) => (
+            "#           TASK-PID       TGID    CPU#  |||||  TIMESTAMP  FUNCTION",
+            "#              | |           |       |   |||||     |         |",
+        ),
+    };
+    out.push_str(title);
+    out.push('\n');
+    out.push_str(bars);
+    out.push('\n');
 }
 
 /// What the context columns show for one event.
@@ -91,12 +192,13 @@ pub struct Context<'a> {
 pub fn write_context(out: &mut String, c: &Context<'_>, cols: Columns, ts_in_ns: bool) {
     // The whole prefix is collected on the stack and appended in one copy.
     let mut w = AsciiWriter::new(out);
-    task(&mut w, c.comm, c.pid);
+    task(&mut w, c.comm, c.pid, cols.layout.pid_width());
     after_task(&mut w, c, cols, ts_in_ns);
 }
 
 /// As [`write_context`], with the task column given as [`task_column`] formats it (renderers
-/// keep it per pid); `c.comm` and `c.pid` are not used.
+/// keep it per pid); `c.comm` and `c.pid` are not used. Only for layouts with 7-character
+/// pids (5.10 on): [`Columns::task_column_cached`].
 pub fn write_context_with_task(
     out: &mut String,
     task: &str,
@@ -117,11 +219,19 @@ pub fn write_context_with_task(
 /// The task column, `%16s-%-7d ` of comm and pid.
 pub fn task_column(comm: &str, pid: i32) -> String {
     let mut s = String::new();
-    task(&mut AsciiWriter::new(&mut s), comm, pid);
+    task(&mut AsciiWriter::new(&mut s), comm, pid, 7);
     s
 }
 
-fn task(w: &mut AsciiWriter<'_>, comm: &str, pid: i32) {
+impl Columns {
+    /// Whether [`task_column`]'s text (7-character pid) is this layout's task column.
+    pub fn task_column_cached(&self) -> bool {
+        self.layout.pid_width() == 7
+    }
+}
+
+/// `%16s-%-5d ` or `%16s-%-7d `.
+fn task(w: &mut AsciiWriter<'_>, comm: &str, pid: i32, pid_width: usize) {
     // "%16s-%-7d "
     // Comms are ASCII in practice; count chars only when they are not.
     let n = if comm.is_ascii() { comm.len() } else { comm.chars().count() };
@@ -133,7 +243,7 @@ fn task(w: &mut AsciiWriter<'_>, comm: &str, pid: i32) {
         w.byte(b'-');
     }
     w.bytes(pid.as_bytes());
-    w.repeat(b' ', 7usize.saturating_sub(pid.len()));
+    w.repeat(b' ', pid_width.saturating_sub(pid.len()));
     w.byte(b' ');
 }
 
@@ -143,7 +253,13 @@ fn task(w: &mut AsciiWriter<'_>, comm: &str, pid: i32) {
 fn common_columns(c: &Context<'_>, cols: Columns, ts_in_ns: bool) -> Option<[u8; 26]> {
     let usecs = c.ts.saturating_add(500) / 1000;
     let secs = usecs / 1_000_000;
-    if cols.tgid || !cols.irq_info || !ts_in_ns || c.cpu >= 1000 || secs >= 100_000 {
+    if cols.tgid
+        || !cols.irq_info
+        || !ts_in_ns
+        || c.cpu >= 1000
+        || secs >= 100_000
+        || cols.layout < Layout::Linux5_15
+    {
         return None;
     }
     let mut b = *b"[000] ..... 00000.000000: ";
@@ -151,7 +267,7 @@ fn common_columns(c: &Context<'_>, cols: Columns, ts_in_ns: bool) -> Option<[u8;
     b[1] = b'0' + (cpu / 100) as u8;
     b[2] = b'0' + (cpu / 10 % 10) as u8;
     b[3] = b'0' + (cpu % 10) as u8;
-    b[6..11].copy_from_slice(&lat_fmt(c.flags, c.preempt_count));
+    b[6..11].copy_from_slice(lat_fmt(c.flags, c.preempt_count, cols.layout).as_bytes());
     // `%5lu`: right-aligned seconds.
     let mut v = secs;
     let mut i = 16;
@@ -171,17 +287,19 @@ fn common_columns(c: &Context<'_>, cols: Columns, ts_in_ns: bool) -> Option<[u8;
 /// The columns after the task: TGID, CPU, flags, time.
 fn after_task(w: &mut AsciiWriter<'_>, c: &Context<'_>, cols: Columns, ts_in_ns: bool) {
     if cols.tgid {
+        let width = cols.layout.pid_width();
         match c.tgid {
             Some(t) if t != 0 => {
                 w.byte(b'(');
                 let d = Digits::signed(t as i64);
-                w.repeat(b' ', 7usize.saturating_sub(d.len()));
+                w.repeat(b' ', width.saturating_sub(d.len()));
                 if d.neg {
                     w.byte(b'-');
                 }
                 w.bytes(d.as_bytes());
                 w.bytes(b") ");
             }
+            _ if width == 5 => w.bytes(b"(-----) "),
             _ => w.bytes(b"(-------) "),
         }
     }
@@ -192,29 +310,51 @@ fn after_task(w: &mut AsciiWriter<'_>, c: &Context<'_>, cols: Columns, ts_in_ns:
     w.bytes(d.as_bytes());
     w.bytes(b"] ");
     if cols.irq_info {
-        w.bytes(&lat_fmt(c.flags, c.preempt_count));
+        w.bytes(lat_fmt(c.flags, c.preempt_count, cols.layout).as_bytes());
     }
     timestamp(w, c.ts, ts_in_ns);
     w.bytes(b": ");
 }
 
-/// The five flag characters: irqs-off/BH, need-resched, hardirq/softirq, preempt depth,
-/// migrate-disable depth.
-pub fn write_lat_fmt(out: &mut String, f: u8, preempt: u8) {
-    AsciiWriter::new(out).bytes(&lat_fmt(f, preempt));
+/// The flag characters as `layout`'s kernel printed them: irqs-off (and BH-disabled from
+/// 5.18), need-resched, hardirq/softirq, preempt depth, and from 5.15 migrate-disable depth.
+pub fn write_lat_fmt(out: &mut String, f: u8, preempt: u8, layout: Layout) {
+    AsciiWriter::new(out).bytes(lat_fmt(f, preempt, layout).as_bytes());
 }
 
-fn lat_fmt(f: u8, preempt: u8) -> [u8; 5] {
+/// Up to six flag characters (four before 5.15, where a preempt count over 15 takes two).
+struct LatFmt {
+    buf: [u8; 6],
+    len: usize,
+}
+
+impl LatFmt {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+fn lat_fmt(f: u8, preempt: u8, layout: Layout) -> LatFmt {
     use flags::*;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // Before 6.13 flag 0x02 was TRACE_FLAG_IRQS_NOSUPPORT; 0x80 (BH off) came with 5.18
+    // and is never set before.
+    let lazy = layout >= Layout::Linux6_13;
     let bh_off = f & BH_OFF != 0;
     let irqs_off = f & IRQS_OFF != 0;
     let irq = match (irqs_off, bh_off) {
         (true, true) => b'D',
         (true, false) => b'd',
         (false, true) => b'b',
+        (false, false) if !lazy && f & NEED_RESCHED_LAZY != 0 => b'X',
         (false, false) => b'.',
     };
-    let resched = match f & (NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED) {
+    let resched_bits = if lazy {
+        NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED
+    } else {
+        NEED_RESCHED | PREEMPT_RESCHED
+    };
+    let resched = match f & resched_bits {
         x if x == NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED => b'B',
         x if x == NEED_RESCHED | PREEMPT_RESCHED => b'N',
         x if x == NEED_RESCHED_LAZY | PREEMPT_RESCHED => b'L',
@@ -233,16 +373,30 @@ fn lat_fmt(f: u8, preempt: u8) -> [u8; 5] {
         (false, false, true) => b's',
         _ => b'.',
     };
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut l = LatFmt { buf: [irq, resched, ctx, b'.', b'.', b'.'], len: 4 };
+    if layout < Layout::Linux5_15 {
+        // `%x` of the whole count.
+        match preempt {
+            0 => {}
+            1..=15 => l.buf[3] = HEX[preempt as usize],
+            _ => {
+                l.buf[3] = HEX[(preempt >> 4) as usize];
+                l.buf[4] = HEX[(preempt & 0xf) as usize];
+                l.len = 5;
+            }
+        }
+        return l;
+    }
     let depth = preempt & 0xf;
     let migrate = preempt >> 4;
-    [
-        irq,
-        resched,
-        ctx,
-        if depth != 0 { HEX[depth as usize] } else { b'.' },
-        if migrate != 0 { HEX[migrate as usize] } else { b'.' },
-    ]
+    if depth != 0 {
+        l.buf[3] = HEX[depth as usize];
+    }
+    if migrate != 0 {
+        l.buf[4] = HEX[migrate as usize];
+    }
+    l.len = 5;
+    l
 }
 
 /// `" %5lu.%06lu"` of the timestamp rounded to microseconds (the kernel's ns2usecs adds 500
@@ -372,7 +526,7 @@ mod tests {
             preempt_count: 2,
             ts: 324_221_012_000,
         };
-        write_context(&mut s, &c, Columns { tgid: true, irq_info: true }, true);
+        write_context(&mut s, &c, Columns { tgid: true, ..Columns::default() }, true);
         assert_eq!(s, "            bash-24400   (  24400) [001] d..2.   324.221012: ");
     }
 
@@ -380,8 +534,8 @@ mod tests {
     fn cached_task_column_gives_the_same_line() {
         let cols = [
             Columns::default(),
-            Columns { tgid: true, irq_info: true },
-            Columns { tgid: false, irq_info: false },
+            Columns { tgid: true, ..Columns::default() },
+            Columns { irq_info: false, ..Columns::default() },
         ];
         for (pid, comm) in [(1970, "bash"), (7, "a-very-long-comm-name"), (-3, "é"), (0, "<idle>")]
         {
@@ -416,7 +570,7 @@ mod tests {
     fn flag_characters() {
         let lat = |f, p| {
             let mut s = String::new();
-            write_lat_fmt(&mut s, f, p);
+            write_lat_fmt(&mut s, f, p, Layout::default());
             s
         };
         use flags::*;
@@ -435,7 +589,7 @@ mod tests {
         write_lost(&mut s, 0, None);
         assert_eq!(s, "CPU:3 [LOST 17 EVENTS]\nCPU:0 [LOST EVENTS]\n");
         let mut h = String::new();
-        write_header(&mut h, 26, 26, 2, Columns { tgid: true, irq_info: true });
+        write_header(&mut h, 26, 26, 2, Columns { tgid: true, ..Columns::default() });
         assert!(h.contains(
             "#                                          _-----=> irqs-off/BH-disabled\n"
         ));

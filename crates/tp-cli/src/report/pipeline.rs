@@ -38,12 +38,20 @@ const BATCH_BYTES: usize = 512 << 10;
 const QUEUE: usize = 2;
 
 /// One event: 16 bytes, so filling a batch touches little memory (the batch was last read
-/// by another core). Its record bytes are `data[end of the entry before..end]`.
+/// by another core). Its record bytes are `data[end of the entry before..end]` (`end`
+/// without the [`LEAF`] and [`ORPHAN`] bits).
 struct Entry {
     ts: u64,
     cpu: u32,
     end: u32,
 }
+
+/// `end` flag: a function_graph call without children; its bytes are the call's record,
+/// its return's record, and the call's length (u32, native order).
+const LEAF: u32 = 1 << 31;
+/// `end` flag: a function_graph return whose call was not shown.
+const ORPHAN: u32 = 1 << 30;
+const END_MASK: u32 = ORPHAN - 1;
 
 /// What is not an event, rare: kept beside the entries.
 enum Special {
@@ -110,6 +118,24 @@ impl Feed<'_> {
     pub fn event(&mut self, cpu: u32, ts: u64, data: &[u8]) -> Result<(), Closed> {
         self.cur.data.extend_from_slice(data);
         let end = self.cur.data.len() as u32;
+        self.cur.entries.push(Entry { ts, cpu, end });
+        self.send_if_full()
+    }
+
+    /// A function_graph call without children (`call`) and its return (`ret`): one line.
+    pub fn graph_leaf(&mut self, cpu: u32, ts: u64, call: &[u8], ret: &[u8]) -> Result<(), Closed> {
+        self.cur.data.extend_from_slice(call);
+        self.cur.data.extend_from_slice(ret);
+        self.cur.data.extend_from_slice(&(call.len() as u32).to_ne_bytes());
+        let end = self.cur.data.len() as u32 | LEAF;
+        self.cur.entries.push(Entry { ts, cpu, end });
+        self.send_if_full()
+    }
+
+    /// A function_graph return whose call was not shown (`} /* func */`).
+    pub fn graph_orphan(&mut self, cpu: u32, ts: u64, ret: &[u8]) -> Result<(), Closed> {
+        self.cur.data.extend_from_slice(ret);
+        let end = self.cur.data.len() as u32 | ORPHAN;
         self.cur.entries.push(Entry { ts, cpu, end });
         self.send_if_full()
     }
@@ -408,7 +434,7 @@ fn render_batch(
         while let Some((_, s)) = specials.next_if(|(at, _)| *at == i) {
             special(s, out, errors);
         }
-        let end = e.end as usize;
+        let end = (e.end & END_MASK) as usize;
         let data = &batch.data[start..end];
         start = end;
         let (cpu, ts) = (e.cpu & CPU_MASK, e.ts);
@@ -420,6 +446,13 @@ fn render_batch(
             }
         }
         match mode {
+            Mode::Text if e.end & LEAF != 0 => {
+                let (pair, len) = data.split_at(data.len().saturating_sub(4));
+                let len = len.try_into().map_or(0, u32::from_ne_bytes) as usize;
+                let (call, ret) = pair.split_at(len.min(pair.len()));
+                r.render_graph_leaf_line(cpu, ts, call, ret, out)
+            }
+            Mode::Text if e.end & ORPHAN != 0 => r.render_graph_orphan_line(cpu, ts, data, out),
             Mode::Text => r.render_line(cpu, ts, data, out),
             Mode::Raw => {
                 r.write_context(cpu, ts, data, out);

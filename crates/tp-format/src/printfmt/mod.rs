@@ -29,6 +29,7 @@
 pub(crate) mod ascii;
 mod ast;
 mod consts;
+mod graph;
 mod helpers;
 mod lex;
 mod parse;
@@ -45,6 +46,15 @@ use ast::Node;
 use printf::{Count, Piece};
 use render::{Env, Op};
 use special::Special;
+
+/// What a function_graph record (ftrace's `funcgraph_entry`, `funcgraph_exit`) records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphStep {
+    /// A function was called at `depth`.
+    Call { func: u64, depth: u64 },
+    /// It returned.
+    Return { func: u64, depth: u64 },
+}
 
 /// `CONFIG_HZ` assumed for `jiffies_to_msecs` (250 on the reference machine).
 pub const DEFAULT_HZ: u32 = 250;
@@ -209,6 +219,40 @@ impl Compiled {
     /// Arguments that need kernel state the record does not carry; each renders as `[?]`.
     pub fn unsupported(&self) -> &[PrintFmtError] {
         &self.unsupported
+    }
+
+    /// For ftrace's `funcgraph_entry` and `funcgraph_exit`: what `record` records.
+    pub fn graph_step(&self, record: &[u8], big_endian: bool) -> Option<GraphStep> {
+        let be = big_endian;
+        match &self.kind {
+            Kind::Special(Special::GraphEntry { func, depth }) => Some(GraphStep::Call {
+                func: func.read(record, be)?,
+                depth: depth.read(record, be)?,
+            }),
+            Kind::Special(Special::GraphExit(e)) => {
+                Some(GraphStep::Return { func: e.func(record, be)?, depth: e.depth(record, be)? })
+            }
+            _ => None,
+        }
+    }
+
+    /// For `funcgraph_exit`: a call without children as one line (`func();` with the
+    /// duration) from its return `record`; or, with `orphan`, a return whose call was not
+    /// shown (`} /* func */`). False (nothing written) for other events.
+    pub fn render_graph_return(
+        &self,
+        record: &[u8],
+        leaf: bool,
+        ctx: &RenderCtx<'_>,
+        out: &mut String,
+    ) -> bool {
+        let Kind::Special(Special::GraphExit(e)) = &self.kind else { return false };
+        if leaf {
+            e.write_leaf(out, record, ctx);
+        } else {
+            e.write(out, record, true, ctx);
+        }
+        true
     }
 
     /// True when the kernel prints this event with C code rather than its print fmt.

@@ -4,7 +4,7 @@
 use super::ast::IntTy;
 use super::printf::{self, parse_fmt, push_dec, Conv, Count, Piece, PtrExt, LEFT};
 use super::render::{conv, Env, Val, BAD};
-use super::RenderCtx;
+use super::{graph, RenderCtx};
 use crate::format::{read_uint, EventFormat, Field, FieldKind};
 
 #[derive(Debug, Clone)]
@@ -12,43 +12,76 @@ pub(crate) enum Special {
     /// `sys_openat(dfd: 0xffffff9c, filename: 0x..., flags: 0x241, mode: 0x1b6)`.
     SysEnter {
         name: Box<str>,
-        args: Vec<(Box<str>, usize)>,
+        args: Vec<(Box<str>, Slot)>,
         user: Option<(usize, Field)>,
     },
     /// `sys_openat -> 0x3`.
     SysExit {
         name: Box<str>,
-        ret: usize,
+        ret: Slot,
     },
     /// trace_marker: `tracing_mark_write: text`.
     Print {
-        ip: usize,
+        ip: Slot,
         buf: usize,
     },
     Bputs {
-        ip: usize,
-        s: usize,
+        ip: Slot,
+        s: Slot,
     },
     Bprint {
-        ip: usize,
-        fmt: usize,
+        ip: Slot,
+        fmt: Slot,
         buf: usize,
     },
     RawData {
         id: usize,
         buf: usize,
     },
+    /// The function tracer: `do_IRQ <-ret_from_intr`.
     Function {
-        ip: usize,
-        parent: usize,
+        ip: Slot,
+        parent: Slot,
     },
+    /// The function_graph tracer's call, as a call with children: `do_IRQ() {` (a call
+    /// without children is a [`graph::write_leaf`] of the call and its return).
+    GraphEntry {
+        func: Slot,
+        depth: Slot,
+    },
+    /// Its return: `}` with the duration.
+    GraphExit(graph::Exit),
     KernelStack {
-        caller: usize,
+        caller: Slot,
     },
     UserStack {
-        caller: usize,
+        caller: Slot,
         n: usize,
     },
+}
+
+/// Where a scalar field is (kernel `long`s are 4 bytes on 32-bit machines).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    off: usize,
+    size: usize,
+}
+
+impl Slot {
+    pub(crate) fn of(ev: &EventFormat, name: &str) -> Option<Slot> {
+        let f = ev.field(name)?;
+        let size = f.element_size();
+        matches!(size, 1 | 2 | 4 | 8).then_some(Slot { off: f.offset, size })
+    }
+
+    pub(crate) fn read(self, rec: &[u8], be: bool) -> Option<u64> {
+        rec.get(self.off..self.off + self.size).map(|b| read_uint(b, be))
+    }
+
+    /// The next element of an array of such values.
+    fn next(self) -> Slot {
+        Slot { off: self.off + self.size, size: self.size }
+    }
 }
 
 fn off(ev: &EventFormat, name: &str) -> Option<usize> {
@@ -66,20 +99,20 @@ impl Special {
                         // `__<arg>_val`: user memory the kernel copied (6.19+).
                         let arg = f.name.trim_start_matches("__").trim_end_matches("_val");
                         if let Some(i) =
-                            args.iter().position(|(a, _): &(Box<str>, usize)| &**a == arg)
+                            args.iter().position(|(a, _): &(Box<str>, Slot)| &**a == arg)
                         {
                             user = Some((i, f.clone()));
                         }
                         continue;
                     }
-                    args.push((f.name.clone().into_boxed_str(), f.offset));
+                    args.push((f.name.clone().into_boxed_str(), Slot::of(ev, &f.name)?));
                 }
                 return Some(Special::SysEnter { name: format!("sys_{n}").into(), args, user });
             }
             if let Some(n) = ev.name.strip_prefix("sys_exit_") {
                 return Some(Special::SysExit {
                     name: format!("sys_{n}").into(),
-                    ret: off(ev, "ret")?,
+                    ret: Slot::of(ev, "ret")?,
                 });
             }
             return None;
@@ -88,17 +121,26 @@ impl Special {
             return None;
         }
         Some(match ev.name.as_str() {
-            "print" => Special::Print { ip: off(ev, "ip")?, buf: off(ev, "buf")? },
-            "bputs" => Special::Bputs { ip: off(ev, "ip")?, s: off(ev, "str")? },
-            "bprint" => {
-                Special::Bprint { ip: off(ev, "ip")?, fmt: off(ev, "fmt")?, buf: off(ev, "buf")? }
-            }
+            "print" => Special::Print { ip: Slot::of(ev, "ip")?, buf: off(ev, "buf")? },
+            "bputs" => Special::Bputs { ip: Slot::of(ev, "ip")?, s: Slot::of(ev, "str")? },
+            "bprint" => Special::Bprint {
+                ip: Slot::of(ev, "ip")?,
+                fmt: Slot::of(ev, "fmt")?,
+                buf: off(ev, "buf")?,
+            },
             "raw_data" => Special::RawData { id: off(ev, "id")?, buf: off(ev, "buf")? },
-            "function" => Special::Function { ip: off(ev, "ip")?, parent: off(ev, "parent_ip")? },
-            "kernel_stack" => Special::KernelStack { caller: off(ev, "caller")? },
+            "function" => {
+                Special::Function { ip: Slot::of(ev, "ip")?, parent: Slot::of(ev, "parent_ip")? }
+            }
+            "funcgraph_entry" => {
+                Special::GraphEntry { func: Slot::of(ev, "func")?, depth: Slot::of(ev, "depth")? }
+            }
+            "funcgraph_exit" => Special::GraphExit(graph::Exit::of(ev)?),
+            "kernel_stack" => Special::KernelStack { caller: Slot::of(ev, "caller")? },
             "user_stack" => {
-                let f = ev.field("caller")?;
-                Special::UserStack { caller: f.offset, n: f.size / 8 }
+                let caller = Slot::of(ev, "caller")?;
+                let n = ev.field("caller")?.size / caller.size;
+                Special::UserStack { caller, n }
             }
             _ => return None,
         })
@@ -113,7 +155,6 @@ impl Special {
     /// Render; the kernel's final newline is left out, as for print fmt events.
     pub fn render(&self, rec: &[u8], ctx: &RenderCtx<'_>, out: &mut String) {
         let be = ctx.big_endian;
-        let u64_at = |o: usize| rec.get(o..o + 8).map(|b| read_uint(b, be));
         let u32_at = |o: usize| rec.get(o..o + 4).map(|b| read_uint(b, be));
         match self {
             Special::SysEnter { name, args, user } => {
@@ -125,7 +166,7 @@ impl Special {
                     }
                     out.push_str(a);
                     out.push_str(": ");
-                    match u64_at(*o) {
+                    match o.read(rec, be) {
                         Some(v) if v < 10 => push_dec(out, v),
                         Some(v) => {
                             out.push_str("0x");
@@ -152,13 +193,13 @@ impl Special {
             Special::SysExit { name, ret } => {
                 out.push_str(name);
                 out.push_str(" -> 0x");
-                match u64_at(*ret) {
+                match ret.read(rec, be) {
                     Some(v) => printf::push_hex(out, v),
                     None => out.push_str(BAD),
                 }
             }
             Special::Print { ip, buf } => {
-                ip_sym(out, u64_at(*ip), ctx);
+                ip_sym(out, ip.read(rec, be), ctx);
                 out.push_str(": ");
                 let s = rec.get(*buf..).unwrap_or(&[]);
                 let end = memchr::memchr(0, s).unwrap_or(s.len());
@@ -168,9 +209,9 @@ impl Special {
                 printf::push_bytes(out, s.strip_suffix(b"\n").unwrap_or(s));
             }
             Special::Bputs { ip, s } => {
-                ip_sym(out, u64_at(*ip), ctx);
+                ip_sym(out, ip.read(rec, be), ctx);
                 out.push_str(": ");
-                match u64_at(*s) {
+                match s.read(rec, be) {
                     Some(p) => {
                         let start = out.len();
                         super::render::kernel_string(out, p, ctx);
@@ -180,9 +221,9 @@ impl Special {
                 }
             }
             Special::Bprint { ip, fmt, buf } => {
-                ip_sym(out, u64_at(*ip), ctx);
+                ip_sym(out, ip.read(rec, be), ctx);
                 out.push_str(": ");
-                let Some(p) = u64_at(*fmt) else {
+                let Some(p) = fmt.read(rec, be) else {
                     out.push_str(BAD);
                     return;
                 };
@@ -209,35 +250,44 @@ impl Special {
                 }
             }
             Special::Function { ip, parent } => {
-                ip_sym(out, u64_at(*ip), ctx);
-                if let Some(p) = u64_at(*parent).filter(|p| *p != 0) {
+                ip_sym(out, ip.read(rec, be), ctx);
+                if let Some(p) = parent.read(rec, be).filter(|p| *p != 0) {
                     out.push_str(" <-");
                     ip_sym(out, Some(p), ctx);
                 }
             }
+            Special::GraphEntry { func, depth } => {
+                graph::write_call(out, func.read(rec, be), depth.read(rec, be), ctx)
+            }
+            Special::GraphExit(exit) => exit.write(out, rec, false, ctx),
             Special::KernelStack { caller } => {
                 out.push_str("<stack trace>");
-                let mut o = *caller;
-                while let Some(v) = u64_at(o) {
-                    if v == u64::MAX {
+                // Ends at ULONG_MAX or the record's end.
+                let end = u64::MAX >> (64 - 8 * caller.size);
+                let mut slot = *caller;
+                while let Some(v) = slot.read(rec, be) {
+                    if v == end {
                         break;
                     }
                     out.push_str("\n => ");
                     ip_sym(out, Some(v), ctx);
-                    o += 8;
+                    slot = slot.next();
                 }
             }
             Special::UserStack { caller, n } => {
                 out.push_str("<user stack trace>");
-                for i in 0..*n {
-                    match u64_at(caller + 8 * i) {
+                let mut slot = *caller;
+                for _ in 0..*n {
+                    match slot.read(rec, be) {
                         Some(v) if v != 0 => {
                             out.push_str("\n =>  <");
-                            printf::number(out, v, 16, printf::SMALL | printf::ZEROPAD, 16, -1);
+                            let digits = 2 * caller.size as i32;
+                            printf::number(out, v, 16, printf::SMALL | printf::ZEROPAD, digits, -1);
                             out.push('>');
                         }
                         _ => break,
                     }
+                    slot = slot.next();
                 }
             }
         }
