@@ -1,15 +1,18 @@
 //! The per-thread context: the RCU reader, the cached thread id and the thread's recorder
-//! buffer. One `thread_local!` access per enabled event.
+//! ring. One `thread_local!` access per enabled event. Above the ring and the RCU, below
+//! the recorder and the sites: it knows the ring it holds, not who gave it.
 
-use crate::rcu::Reader;
+use crate::rcu::{self, Reader, ReaderSlot};
+use crate::ring::{Ring, GENERATION};
 use std::cell::Cell;
+use std::sync::atomic::Ordering;
 
 pub(crate) struct ThreadCtx {
     pub reader: Reader,
     tid: Cell<i32>,
     /// The recorder buffer of this thread, valid while `rec_gen` equals the recorder's
     /// current generation (checked inside a read section).
-    pub rec: Cell<*const crate::recorder::Ring>,
+    pub rec: Cell<*const Ring>,
     pub rec_gen: Cell<u64>,
 }
 
@@ -46,7 +49,14 @@ impl Drop for ThreadCtx {
     fn drop(&mut self) {
         RECORDING_CTX.with(|c| c.set(core::ptr::null()));
         self.reader.lock();
-        crate::recorder::thread_exit(self);
+        let gen = GENERATION.load(Ordering::Acquire);
+        if gen != 0 && self.rec_gen.get() == gen {
+            // SAFETY: ring of the current generation, alive until the recording's finish
+            // (which waits for this read section); this thread is its producer, and will not
+            // produce again.
+            unsafe { (*self.rec.get()).close_producer() };
+            self.rec_gen.set(u64::MAX);
+        }
         self.reader.unlock();
     }
 }
@@ -76,8 +86,26 @@ pub(crate) fn with<R>(f: impl FnOnce(&ThreadCtx) -> R) -> Option<R> {
     CTX.try_with(f).ok()
 }
 
-pub(crate) fn in_read_section() -> bool {
-    with(|c| c.reader.in_section()).unwrap_or(false)
+/// Leave the read section [`Reader::enter_fast`] opened on `slot`.
+#[inline(always)]
+pub(crate) fn exit_read_section(slot: &'static ReaderSlot) {
+    Reader::exit(Some(slot));
+}
+
+/// [`rcu::synchronize`] from this thread: its own read section, if any, is not waited for.
+pub(crate) fn synchronize() {
+    if CTX.try_with(|c| rcu::synchronize(Some(&c.reader))).is_err() {
+        rcu::synchronize(None);
+    }
+}
+
+/// [`rcu::retire`] from this thread (kept for later when called inside its read section).
+pub(crate) fn retire(garbage: Box<dyn Send>) {
+    let mut garbage = Some(garbage);
+    let _ = CTX.try_with(|c| garbage.take().map(|g| rcu::retire(g, Some(&c.reader))));
+    if let Some(g) = garbage {
+        rcu::retire(g, None);
+    }
 }
 
 /// The kernel thread id of the calling thread (what `common_pid` records).
@@ -94,7 +122,7 @@ pub fn gettid() -> i32 {
 }
 
 /// Guard that leaves a read section even when a probe panics.
-pub(crate) struct ReadGuard(Option<&'static crate::rcu::ReaderSlot>);
+pub(crate) struct ReadGuard(Option<&'static ReaderSlot>);
 
 impl ReadGuard {
     #[inline(always)]
@@ -107,5 +135,19 @@ impl Drop for ReadGuard {
     #[inline(always)]
     fn drop(&mut self) {
         Reader::exit(self.0);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    #[test]
+    fn own_section_does_not_block_it() {
+        crate::rcu::init();
+        super::with(|c| {
+            c.reader.lock();
+            // This thread's own section is skipped (it can't end while we wait in it).
+            super::synchronize();
+            c.reader.unlock();
+        });
     }
 }

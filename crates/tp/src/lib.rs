@@ -34,7 +34,7 @@
 //! trace_request(2, "/a", 1_000);
 //! let stats = rec.stop().unwrap();
 //! assert_eq!((stats.events, stats.lost), (1, 0));
-//! let back = tp::read::Recording::open(dir.join("trace.dat")).unwrap();
+//! let back = tp::Recording::open(dir.join("trace.dat")).unwrap();
 //! assert_eq!(back.records.len(), 1);
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
@@ -43,7 +43,7 @@
 //! - [`trace_event!`] declares tracepoints; each is a [`Site`] in a linker section, listed by
 //!   [`tracepoints()`], with its `format` text ([`Site::format_text`]).
 //! - Probes: `register_trace_NAME` / `unregister_trace_NAME` (typed), [`Site::register_raw`]
-//!   (raw records). Read-copy-update keeps the hot path lock-free ([`rcu`]).
+//!   (raw records). Read-copy-update keeps the hot path lock-free (module `rcu`).
 //! - Control: [`enable`], [`disable`], [`set_events`] by glob, and `TP_EVENTS` in the
 //!   environment (read at first use: `TP_EVENTS='myapp:*,other:req_*'`).
 //! - Sinks: the [`Recorder`] (per-thread buffers of kernel-format ring-buffer pages,
@@ -51,6 +51,16 @@
 //!   one stream per thread; full buffers drop and count) and the [`TextSink`]
 //!   (trace_pipe-like lines rendered by `tp_format::printfmt`). [`init_from_env`] starts them from
 //!   `TP_RECORD=path` / `TP_TEXT=stderr|path`.
+//!
+//! # Inside (the modules, each importing only the ones below it)
+//! - `site`: the static behind each `trace_event!` and its fast path; it hands an event to
+//!   the recorder with one call (`recorder::record_only`: event ID, length, writer).
+//! - `recorder`: starts, drains and finishes recordings; attaches a ring to a thread.
+//! - `ctx`: the per-thread context (RCU reader, tid, the thread's ring).
+//! - `ring`: per-thread rings of kernel-format pages, decoded with `tp_format::page`.
+//! - `record`: the common fields and the bounds-checked writer of one record.
+//! - `rcu` (read-copy-update), `clock`, `field`, `printk`: leaves. `registry` (the list of
+//!   sites, enable/disable, sinks) and `output` (the trace.dat file) sit beside the hot path.
 
 //!
 //! # Costs and limits
@@ -87,18 +97,21 @@ pub mod field;
 mod macros;
 mod output;
 pub mod printk;
-pub mod rcu;
-pub mod read;
+mod rcu;
+mod read;
+mod record;
 pub mod recorder;
 pub mod registry;
-pub mod ring;
+mod ring;
 mod site;
 pub mod text;
 
 pub use field::CharArray;
+pub use read::Recording;
+pub use record::Common;
 pub use recorder::{RecordError, Recorder, RecorderBuilder, Stats};
 pub use registry::{add_sink, disable, enable, find, set_events, tracepoints, SinkHandle};
-pub use site::{Common, Event, Meta, ProbeHandle, Site};
+pub use site::{Event, Meta, ProbeHandle, Site};
 pub use text::TextSink;
 
 /// Sinks started by [`init_from_env`]; dropping it stops them (the recording is written).
@@ -188,10 +201,9 @@ pub fn formats_text() -> String {
 pub mod __private {
     pub use crate::field::{print_kind_of, FieldDesc, FieldType, Layout};
     pub use crate::printk::{check as check_printk, Msg};
+    pub use crate::record::{Common, RecordWriter};
     pub use crate::registry::TRACEPOINTS;
-    pub use crate::site::{
-        Common, Emit, Everything, Meta, RecordOnly, RecordWriter, TypedProbe, RECORD,
-    };
+    pub use crate::site::{Emit, Everything, Meta, RecordOnly, TypedProbe, RECORD};
     pub use core::marker::PhantomData;
     pub use linkme;
     pub use tp_macros::paste;

@@ -8,12 +8,61 @@
 //! while they are copied into the file, with the calibration points taken over the recording
 //! (`clock::Anchors`: piecewise linear, so times stay monotonic within each stream).
 
-use crate::recorder::{RecordError, Stats};
 use crate::ring::{convert_page, PAGE_SIZE};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use tp_format::tracedat::{BufferPages, Compression, CpuPages, Metadata, Writer, WriterOptions};
+
+/// What a finished recording wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    pub path: PathBuf,
+    /// Events in the file.
+    pub events: u64,
+    /// Events dropped because a thread's buffer was full.
+    pub lost: u64,
+    /// Pages in the file.
+    pub pages: u64,
+    /// Streams (threads) in the file.
+    pub streams: usize,
+}
+
+/// Errors of the recorder: what failed and on which path.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Another recording is already running in this process.
+    AlreadyRecording,
+    /// Creating, writing or renaming a file failed.
+    Io { path: PathBuf, op: &'static str, source: std::io::Error },
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::AlreadyRecording => write!(f, "a tp recording is already running"),
+            RecordError::Io { path, op, source } => {
+                write!(f, "{op} {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn io_err(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> RecordError {
+    let path = path.to_path_buf();
+    move |source| RecordError::Io { path, op, source }
+}
 
 /// One stream (a thread's pages), spooled to a file.
 #[derive(Debug)]

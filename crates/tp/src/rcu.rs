@@ -218,26 +218,23 @@ impl Drop for Reader {
 
 /// Wait until every read section that might have seen an object unpublished before this
 /// call has ended. Then free `garbage`. When called from inside a read section of the
-/// calling thread (a probe unregistering itself), the wait would never end: the garbage is
-/// kept and freed by a later call instead.
-pub fn retire(garbage: Box<dyn Send>) {
-    if !cfg!(loom) && crate::ctx::in_read_section() {
+/// calling thread (`own`, a probe unregistering itself), the wait would never end: the
+/// garbage is kept and freed by a later call instead.
+pub fn retire(garbage: Box<dyn Send>, own: Option<&Reader>) {
+    if own.is_some_and(Reader::in_section) {
         DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(garbage);
         return;
     }
     let deferred = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()));
-    synchronize();
+    synchronize(own);
     drop(garbage);
     drop(deferred);
 }
 
 /// Wait for all read sections that began before this call (see the module docs), except
-/// the calling thread's own (it can't end while we wait in it).
-pub fn synchronize() {
-    #[cfg(not(loom))]
-    let own = crate::ctx::with(|c| c.reader.active_slot()).unwrap_or(core::ptr::null());
-    #[cfg(loom)]
-    let own = core::ptr::null();
+/// the calling thread's own, `own` (it can't end while we wait in it).
+pub fn synchronize(own: Option<&Reader>) {
+    let own = own.map_or(core::ptr::null(), Reader::active_slot);
     let _g = UPDATERS.lock().unwrap_or_else(|e| e.into_inner());
     let target = EPOCH.fetch_add(2, Ordering::SeqCst) + 2;
     heavy_fence();
@@ -302,7 +299,7 @@ mod tests {
         let done = Arc::new(AtomicBool::new(false));
         let d = done.clone();
         let updater = std::thread::spawn(move || {
-            synchronize();
+            synchronize(None);
             d.store(true, Ordering::SeqCst);
         });
         std::thread::sleep(Duration::from_millis(50));
@@ -311,17 +308,6 @@ mod tests {
         updater.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
         reader.join().unwrap();
-    }
-
-    #[test]
-    fn own_section_does_not_block_it() {
-        init();
-        crate::ctx::with(|c| {
-            c.reader.lock();
-            // This thread's own section is skipped (it can't end while we wait in it).
-            synchronize();
-            c.reader.unlock();
-        });
     }
 }
 
@@ -363,7 +349,7 @@ mod loom_model {
                 assert!(v == 1 || v == 2);
             });
             current.store(Arc::as_ptr(&b) as *mut Obj, Ordering::Release);
-            synchronize();
+            synchronize(None);
             // "Free" the old object: a write that races with any reader still reading it.
             // SAFETY: exclusive by the RCU guarantee under test (loom reports a race if not).
             a.value.with_mut(|v| unsafe { *v = 0xdead });

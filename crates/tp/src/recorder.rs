@@ -3,32 +3,22 @@
 //! `output`) when the recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
 //! the main thread).
 
-use crate::ctx::ThreadCtx;
-use crate::output::{Spooled, Stream};
-use crate::ring::{Fast, PageRing, PAGE_SIZE};
-use crate::site::{Common, RecordWriter, Site};
+use crate::ctx::{self, ReadGuard, ThreadCtx};
+use crate::output::{io_err, Spooled, Stream};
+pub use crate::output::{RecordError, Stats};
+use crate::record::{Common, RecordWriter};
+use crate::ring::{PageRing, Ring, GENERATION, PAGE_SIZE};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 pub use tp_format::tracedat::Compression;
 
-/// Nonzero while a recording runs; changes for every recording.
-static ACTIVE_GEN: AtomicU64 = AtomicU64::new(0);
 static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
-
-/// One thread's ring and where its pages go.
-pub(crate) struct Ring {
-    pub(crate) pages: PageRing,
-    /// The stream number in the file (trace.dat calls it a CPU).
-    cpu: usize,
-    tid: i32,
-    comm: String,
-}
 
 struct Shared {
     rings: Mutex<Vec<Arc<Ring>>>,
@@ -45,56 +35,6 @@ struct Active {
     path: PathBuf,
     compression: Compression,
     started: Instant,
-}
-
-/// What a finished recording wrote.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    pub path: PathBuf,
-    /// Events in the file.
-    pub events: u64,
-    /// Events dropped because a thread's buffer was full.
-    pub lost: u64,
-    /// Pages in the file.
-    pub pages: u64,
-    /// Streams (threads) in the file.
-    pub streams: usize,
-}
-
-/// Errors of the recorder: what failed and on which path.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum RecordError {
-    /// Another recording is already running in this process.
-    AlreadyRecording,
-    /// Creating, writing or renaming a file failed.
-    Io { path: PathBuf, op: &'static str, source: std::io::Error },
-}
-
-impl std::fmt::Display for RecordError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RecordError::AlreadyRecording => write!(f, "a tp recording is already running"),
-            RecordError::Io { path, op, source } => {
-                write!(f, "{op} {}: {source}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for RecordError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RecordError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
-fn io_err(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> RecordError {
-    let path = path.to_path_buf();
-    move |source| RecordError::Io { path, op, source }
 }
 
 /// Builder for a [`Recorder`].
@@ -154,7 +94,7 @@ impl RecorderBuilder {
             compression: self.compression,
             started: Instant::now(),
         });
-        ACTIVE_GEN.store(gen, Ordering::Release);
+        GENERATION.store(gen, Ordering::Release);
         // Under ACTIVE (lock order ACTIVE -> control), so a concurrent finish of an older
         // recording can't clear this one's state bits.
         crate::registry::set_recording(true);
@@ -224,17 +164,47 @@ fn spool_dir(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The recorder-only path of an event (the site's one call when only the recorder
+/// listens): the event ID in `id`, a `len`-byte record that `write` fills.
+#[inline(always)]
+pub(crate) fn record_only<W: Fn(&mut RecordWriter, Common)>(id: &AtomicU16, len: usize, write: W) {
+    // Read the clock first: its latency overlaps the bookkeeping below.
+    let raw = crate::clock::raw_now_tsc();
+    if let Some(raw) = raw {
+        if record_fast(id, len, &write, raw) {
+            return;
+        }
+    }
+    record_slow(id, len, write, raw);
+}
+
+/// [`record_only`] when [`record_fast`] can't take the event (or the clock is
+/// `clock_gettime`: `raw` is `None`).
+#[inline(never)]
+fn record_slow<W: Fn(&mut RecordWriter, Common)>(
+    id: &AtomicU16,
+    len: usize,
+    write: W,
+    raw: Option<u64>,
+) {
+    let raw = raw.unwrap_or_else(crate::clock::raw_now);
+    ctx::with(|ctx| {
+        let _g = ReadGuard::new(ctx);
+        record(ctx, id, len, &write, raw);
+    });
+}
+
 /// Record one event into the calling thread's ring (inside a read section). Returns the
 /// record and its raw timestamp.
 #[inline(always)]
 pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
     ctx: &ThreadCtx,
-    site: &Site,
+    id: &AtomicU16,
     len: usize,
     write: &W,
     raw_ts: u64,
 ) -> Option<(*const u8, u64)> {
-    let gen = ACTIVE_GEN.load(Ordering::Acquire);
+    let gen = GENERATION.load(Ordering::Acquire);
     let ring = if ctx.rec_gen.get() == gen { ctx.rec.get() } else { attach(ctx, gen)? };
     // Pages hold raw readings, converted to ns when the file is written (`output`).
     let ts = raw_ts;
@@ -242,9 +212,7 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
     // which waits for this read section to end.
     let ring = unsafe { &*ring };
     // SAFETY: this thread is the ring's only producer.
-    let dst = unsafe { ring.pages.reserve(len, ts)? };
-    // SAFETY: `reserve` gave `len` writable bytes at `dst`.
-    write(&mut unsafe { RecordWriter::new(dst, len) }, crate::site::common(ctx, site));
+    let dst = unsafe { ring.write(len, ts, id, ctx.tid(), write)? };
     Some((dst, ts))
 }
 
@@ -253,13 +221,13 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
 /// a call (the thread's first event, a new page, a time extend, a nested section); the
 /// caller then takes the full path.
 #[inline(always)]
-pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
-    site: &Site,
+fn record_fast<W: Fn(&mut RecordWriter, Common)>(
+    id: &AtomicU16,
     len: usize,
     write: &W,
     raw_ts: u64,
 ) -> bool {
-    let ctx = crate::ctx::recording_ctx();
+    let ctx = ctx::recording_ctx();
     if ctx.is_null() {
         return false;
     }
@@ -267,24 +235,13 @@ pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
     let ctx = unsafe { &*ctx };
     let Some(slot) = ctx.reader.enter_fast() else { return false };
     let mut done = false;
-    if ctx.rec_gen.get() == ACTIVE_GEN.load(Ordering::Acquire) {
+    if ctx.rec_gen.get() == GENERATION.load(Ordering::Acquire) {
         // SAFETY: the ring of the current generation lives until the recording is finished,
-        // which waits for this read section to end; this thread is its only producer.
-        let ring = unsafe { &*ctx.rec.get() };
-        // SAFETY: as above.
-        match unsafe { ring.pages.reserve_fast(len, raw_ts) } {
-            Fast::Reserved(dst) => {
-                // The tid was cached when the thread got its ring (`attach`).
-                let common = crate::site::common_for(site, ctx.cached_tid());
-                // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
-                write(&mut unsafe { RecordWriter::new(dst, len) }, common);
-                done = true;
-            }
-            Fast::Dropped => done = true,
-            Fast::Slow => {}
-        }
+        // which waits for this read section to end; this thread is its only producer. The
+        // tid was cached when the thread got its ring (`attach`).
+        done = unsafe { (*ctx.rec.get()).write_fast(len, raw_ts, id, ctx.cached_tid(), write) };
     }
-    crate::rcu::Reader::exit(Some(slot));
+    ctx::exit_read_section(slot);
     done
 }
 
@@ -313,7 +270,7 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     sh.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
     ctx.rec.set(p);
     ctx.rec_gen.set(gen);
-    crate::ctx::set_recording_ctx(ctx);
+    ctx::set_recording_ctx(ctx);
     Some(p)
 }
 
@@ -324,19 +281,6 @@ fn thread_comm() -> String {
         std::thread::current().name().unwrap_or("rust").chars().take(15).collect()
     } else {
         name.to_string()
-    }
-}
-
-/// The thread is exiting (inside a read section): hand over its last page.
-pub(crate) fn thread_exit(ctx: &ThreadCtx) {
-    let gen = ACTIVE_GEN.load(Ordering::Acquire);
-    if gen != 0 && ctx.rec_gen.get() == gen {
-        // SAFETY: ring of the current generation, alive until finish (which waits for us).
-        let ring = unsafe { &*ctx.rec.get() };
-        // SAFETY: we are the producer, and will not produce again.
-        unsafe { ring.pages.finish_page() };
-        ring.pages.closed.store(true, Ordering::Release);
-        ctx.rec_gen.set(u64::MAX);
     }
 }
 
@@ -500,7 +444,7 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf, anchors: crate::clock::Anchors) -> 
             for r in &closed {
                 spool.drain_closed(r);
             }
-            crate::rcu::synchronize();
+            ctx::synchronize();
             drop(closed);
         }
         if stopping {
@@ -531,12 +475,12 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
             _ => {}
         }
         let a = g.take()?;
-        ACTIVE_GEN.store(0, Ordering::Release);
+        GENERATION.store(0, Ordering::Release);
         crate::registry::set_recording(false);
         a
     };
     // After this, no producer is inside a read section that saw the old generation.
-    crate::rcu::synchronize();
+    ctx::synchronize();
     act.shared.stop.store(true, Ordering::Release);
     act.shared.wake.nudge();
     let mut spool = match act.drain.take().map(|h| h.join()) {
@@ -597,5 +541,5 @@ fn install_exit_hooks() {
 
 /// Is a recording running?
 pub fn is_recording() -> bool {
-    ACTIVE_GEN.load(Ordering::Relaxed) != 0
+    GENERATION.load(Ordering::Relaxed) != 0
 }

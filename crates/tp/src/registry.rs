@@ -185,7 +185,7 @@ fn update_sinks(f: impl FnOnce(&mut Vec<(u64, Sink)>)) {
     if !old.is_null() {
         // SAFETY: from Box::into_raw, now unpublished.
         let b = unsafe { Box::from_raw(old) };
-        rcu::retire(Box::new(SendSinks(b)));
+        crate::ctx::retire(Box::new(SendSinks(b)));
     }
 }
 

@@ -12,7 +12,9 @@
 //! is dropped and counted, and the next page the producer finishes carries the count in its
 //! commit word (the kernel's `RB_MISSED_EVENTS` / `RB_MISSED_STORED`).
 
+use crate::record::{self, Common, RecordWriter};
 use std::cell::UnsafeCell;
+use std::sync::atomic::AtomicU16;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use tp_format::page::{entry_at, set_delta, EntryKind, Page, PageLayout};
 use tp_format::page::{RB_MISSED_EVENTS, RB_MISSED_STORED};
@@ -23,8 +25,6 @@ const LAYOUT: PageLayout = PageLayout::X86_64;
 pub const PAGE_SIZE: usize = 4096;
 pub const PAGE_HEADER: usize = LAYOUT.header.data_offset;
 pub const PAGE_DATA: usize = PAGE_SIZE - PAGE_HEADER;
-/// Longest record one page can hold.
-pub const MAX_RECORD: usize = PAGE_DATA - 8;
 const MAX_SMALL_DATA: usize = 28 * 4;
 const TYPE_TIME_EXTEND: u32 = 30;
 const DELTA_BITS: u32 = 27;
@@ -110,6 +110,7 @@ unsafe impl Sync for PageRing {}
 unsafe impl Send for PageRing {}
 
 impl PageRing {
+    #[cfg(test)]
     pub fn new(n_pages: usize) -> PageRing {
         PageRing::with_nudge(n_pages, None)
     }
@@ -404,6 +405,78 @@ impl PageRing {
     /// consumer while the producer counts: a relaxed single-writer counter.
     pub fn lost(&self) -> u64 {
         self.shared_prod.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// The recording whose rings producers may write: nonzero while one runs, new for each
+/// (the recorder sets it; a thread's context compares its ring's generation with it).
+pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// One thread's ring and where its pages go.
+pub(crate) struct Ring {
+    pub(crate) pages: PageRing,
+    /// The stream number in the file (trace.dat calls it a CPU).
+    pub(crate) cpu: usize,
+    pub(crate) tid: i32,
+    pub(crate) comm: String,
+}
+
+impl Ring {
+    /// Write one record of `len` bytes at time `ts`: the event ID from `id`, the common pid
+    /// `pid`, the rest by `write`. Returns the record, or `None` when it was dropped.
+    ///
+    /// # Safety
+    /// Only the ring's producer (its thread) may call it.
+    #[inline(always)]
+    pub(crate) unsafe fn write<W: Fn(&mut RecordWriter, Common)>(
+        &self,
+        len: usize,
+        ts: u64,
+        id: &AtomicU16,
+        pid: i32,
+        write: &W,
+    ) -> Option<*const u8> {
+        // SAFETY: per the contract.
+        let dst = unsafe { self.pages.reserve(len, ts)? };
+        // SAFETY: `reserve` gave `len` writable bytes at `dst`.
+        write(&mut unsafe { RecordWriter::new(dst, len) }, record::common(id, pid));
+        Some(dst)
+    }
+
+    /// [`Ring::write`] when it needs no call; false, having done nothing, when it does (a
+    /// new page, a time extend). True when the record was written or dropped and counted.
+    ///
+    /// # Safety
+    /// As [`Ring::write`].
+    #[inline(always)]
+    pub(crate) unsafe fn write_fast<W: Fn(&mut RecordWriter, Common)>(
+        &self,
+        len: usize,
+        ts: u64,
+        id: &AtomicU16,
+        pid: i32,
+        write: &W,
+    ) -> bool {
+        // SAFETY: per the contract.
+        match unsafe { self.pages.reserve_fast(len, ts) } {
+            Fast::Reserved(dst) => {
+                // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
+                write(&mut unsafe { RecordWriter::new(dst, len) }, record::common(id, pid));
+                true
+            }
+            Fast::Dropped => true,
+            Fast::Slow => false,
+        }
+    }
+
+    /// The producer is done (its thread exits): hand over its last page.
+    ///
+    /// # Safety
+    /// As [`Ring::write`]; the producer does not write again.
+    pub(crate) unsafe fn close_producer(&self) {
+        // SAFETY: per the contract.
+        unsafe { self.pages.finish_page() };
+        self.pages.closed.store(true, Ordering::Release);
     }
 }
 

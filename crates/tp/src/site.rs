@@ -2,7 +2,7 @@
 
 use crate::ctx::{self, ReadGuard, ThreadCtx};
 use crate::field::FieldDesc;
-use crate::rcu;
+use crate::record::{self, Common, RecordWriter};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use tp_format::format::{Field, FieldKind};
@@ -31,16 +31,6 @@ pub struct Meta {
     pub fixed_size: usize,
     pub file: &'static str,
     pub line: u32,
-}
-
-/// The common fields at offsets 0..8 of every record, as the kernel lays them out.
-#[derive(Debug, Clone, Copy, Default)]
-#[repr(C)]
-pub struct Common {
-    pub common_type: u16,
-    pub common_flags: u8,
-    pub common_preempt_count: u8,
-    pub common_pid: i32,
 }
 
 /// One event as a raw probe or sink sees it.
@@ -176,13 +166,6 @@ impl Site {
         self.id.load(Ordering::Relaxed)
     }
 
-    /// The event ID without making sure the registry is initialized (it is, once anything
-    /// listens).
-    #[inline(always)]
-    pub(crate) fn id_relaxed(&self) -> u16 {
-        self.id.load(Ordering::Relaxed)
-    }
-
     pub(crate) fn set_id(&self, id: u16) {
         self.id.store(id, Ordering::Relaxed);
     }
@@ -305,7 +288,7 @@ fn retire_array(p: *mut ProbeArray) {
     // SAFETY: `p` came from Box::into_raw and was unpublished; retire frees it after every
     // reader that could have loaded it is done.
     let b = unsafe { Box::from_raw(p) };
-    rcu::retire(Box::new(SendBox(b)));
+    ctx::retire(Box::new(SendBox(b)));
 }
 
 struct SendBox(#[allow(dead_code)] Box<ProbeArray>);
@@ -376,44 +359,6 @@ fn build_format(site: &Site) -> EventFormat {
     }
 }
 
-/// Where `trace_event!`'s generated code writes one record: a `len`-byte buffer (in a
-/// recorder page, or on the stack for probes and sinks). Safe methods, bounds-checked.
-pub struct RecordWriter {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl RecordWriter {
-    /// # Safety
-    /// `ptr` must be valid for writes of `len` bytes while the writer lives.
-    #[inline(always)]
-    pub(crate) unsafe fn new(ptr: *mut u8, len: usize) -> RecordWriter {
-        RecordWriter { ptr, len }
-    }
-
-    /// Write the fixed part of the record (a `repr(C)` struct) at offset 0.
-    #[inline(always)]
-    pub fn fixed<R: Copy>(&mut self, r: R) {
-        assert!(core::mem::size_of::<R>() <= self.len, "tp: record larger than reserved");
-        // SAFETY: bounds checked above; unaligned write because pages align records to 4.
-        unsafe { core::ptr::write_unaligned(self.ptr as *mut R, r) }
-    }
-
-    /// Write a dynamic field's data at `*at` and advance it.
-    #[inline(always)]
-    pub fn dynamic<F: crate::field::FieldType + ?Sized>(
-        &mut self,
-        at: &mut usize,
-        v: &F::Value<'_>,
-    ) {
-        let n = F::dyn_len(v);
-        assert!(*at + n <= self.len, "tp: record larger than reserved");
-        // SAFETY: `at + n` bytes fit in the buffer (checked above).
-        unsafe { F::write_dyn(v, self.ptr.add(*at)) };
-        *at += n;
-    }
-}
-
 /// Where a fired event goes: `trace_event!` builds the record writer once and hands it to
 /// one of the two paths below (the recorder only, or everything), chosen before the
 /// arguments are put anywhere.
@@ -429,31 +374,8 @@ pub struct RecordOnly(pub &'static Site);
 impl Emit for RecordOnly {
     #[inline(always)]
     fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W) {
-        // Read the clock first: its latency overlaps the bookkeeping below.
-        let raw = crate::clock::raw_now_tsc();
-        if let Some(raw) = raw {
-            if crate::recorder::record_fast(self.0, len, &write, raw) {
-                return;
-            }
-        }
-        record_slow(self.0, len, write, raw);
+        crate::recorder::record_only(&self.0.id, len, write);
     }
-}
-
-/// The recorder-only path when [`crate::recorder::record_fast`] can't take the event (or
-/// the clock is `clock_gettime`: `raw` is `None`).
-#[inline(never)]
-fn record_slow<W: Fn(&mut RecordWriter, Common)>(
-    site: &'static Site,
-    len: usize,
-    write: W,
-    raw: Option<u64>,
-) {
-    let raw = raw.unwrap_or_else(crate::clock::raw_now);
-    ctx::with(|ctx| {
-        let _g = ReadGuard::new(ctx);
-        crate::recorder::record(ctx, site, len, &write, raw);
-    });
 }
 
 /// Probes and sinks (and the recorder, when on): `args` points at the site's argument tuple,
@@ -473,7 +395,7 @@ impl Emit for Everything {
             let _g = ReadGuard::new(ctx);
             let mut rec = None;
             if state & RECORD != 0 {
-                rec = crate::recorder::record(ctx, site, len, &write, raw);
+                rec = crate::recorder::record(ctx, &site.id, len, &write, raw);
             }
             if state & (PROBES | SINKS) != 0 {
                 dispatch(ctx, site, state, len, &write, rec, args);
@@ -515,7 +437,7 @@ fn dispatch(
                 heap.as_mut_ptr()
             };
             // SAFETY: `dst` holds at least `len` bytes (stack or heap above).
-            write(&mut unsafe { RecordWriter::new(dst, len) }, common(ctx, site));
+            write(&mut unsafe { RecordWriter::new(dst, len) }, record::common(&site.id, ctx.tid()));
             // SAFETY: `write` filled `len` bytes at `dst`, which holds at least `len`.
             (unsafe { std::slice::from_raw_parts(dst, len) }, crate::clock::now_ns())
         }
@@ -532,21 +454,5 @@ fn dispatch(
     }
     if sinks_on {
         crate::registry::run_sinks(&ev);
-    }
-}
-
-#[inline(always)]
-pub(crate) fn common(ctx: &ThreadCtx, site: &Site) -> Common {
-    common_for(site, ctx.tid())
-}
-
-/// The common fields of `site`'s records fired by thread `pid`.
-#[inline(always)]
-pub(crate) fn common_for(site: &Site, pid: i32) -> Common {
-    Common {
-        common_type: site.id_relaxed(),
-        common_flags: 0,
-        common_preempt_count: 0,
-        common_pid: pid,
     }
 }

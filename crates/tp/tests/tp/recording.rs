@@ -1,7 +1,7 @@
 //! Recording round trip: fire, record, read the file back; lost counts; exit paths.
 
 use crate::events::*;
-use tp::read::Recording;
+use tp::Recording;
 
 fn read(path: &std::path::Path) -> Recording {
     Recording::open(path).unwrap()
