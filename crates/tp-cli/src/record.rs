@@ -15,6 +15,7 @@ use tp_tracefs::process::{self, ExitStatus, Signals};
 use tp_tracefs::{CaptureConfig, CpuStats};
 
 pub mod output;
+pub mod perf;
 pub mod session;
 mod status;
 pub mod user;
@@ -53,6 +54,8 @@ pub struct Opts {
     pub trace: TraceOpts,
     #[command(flatten)]
     pub file: FileOpts,
+    #[command(flatten)]
+    pub perf: perf::PerfOpts,
     /// Stop after this long (e.g. 10s, 500ms, 2m); otherwise at Ctrl-C or when the command
     /// ends. A command still running then keeps running, untraced.
     #[arg(long, value_parser = parse_duration)]
@@ -142,6 +145,18 @@ pub enum Stop {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
+    if perf::wanted(&args.perf, &args.trace.events) {
+        let default_out = args.file.output == Path::new("trace.dat");
+        return perf::run(perf::Request {
+            events: &args.trace.events,
+            opts: &args.perf,
+            output: (!default_out).then_some(args.file.output.as_path()),
+            command: &args.command,
+            pids: &args.trace.pids,
+            duration: args.duration,
+            quiet: args.quiet,
+        });
+    }
     let selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
     // `system:name` globs no kernel event matches: the command's own tracepoints.
     let (mut kernel, mut user_globs) = if selections.is_empty() {

@@ -1,4 +1,4 @@
-//! `tp stat` on the running kernel, against the truth (exact counts) and against `perf stat`
+//! `tp stat` and `tp record` through perf_event_open (the perf door) on the running kernel, against the truth (exact counts) and against `perf stat`
 //! (installed by CI, Debian `linux-perf`). Needs root (CI runs as root). The workload is a
 //! small C program built here with gcc (`-no-pie`, so `mem:counter` has a fixed address).
 
@@ -369,4 +369,77 @@ fn fd_limit_is_named() {
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("out of file descriptors (limit 12"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+/// `perf script` on a file: its lines (stderr shown on failure).
+fn perf_script(file: &Path) -> Vec<String> {
+    let o =
+        Command::new("perf").args(["script", "-i"]).arg(file).output().expect("perf is installed");
+    assert!(o.status.success(), "perf script failed: {}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect()
+}
+
+/// A tracepoint forced through the perf door: every hit a sample in perf.data, which perf
+/// script reads; the start line says which door.
+#[test]
+fn record_perf_door_tracepoint_every_hit() {
+    let l = load().to_str().unwrap();
+    let f = load().parent().unwrap().join("getppid.data");
+    let o = Command::new(TP)
+        .args(["record", "--perf", "-e", "syscalls:sys_enter_getppid", "-o"])
+        .arg(&f)
+        .args(["--", l, "getppid", "5000"])
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("through perf_event_open")
+            && e.contains("syscalls:sys_enter_getppid (tracepoint, every event)"),
+        "{e}"
+    );
+    assert!(e.contains("lost: cpu0 0"), "{e}");
+    let lines = perf_script(&f);
+    let n = lines.iter().filter(|l| l.contains("syscalls:sys_enter_getppid:")).count();
+    assert_eq!(n, 5000, "{e}");
+    let _ = std::fs::remove_file(&f);
+}
+
+/// Software sampling (-F on cpu-clock), a tracepoint and a breakpoint in one perf.data:
+/// perf script renders the tracepoint's fields and counts every breakpoint hit; perf
+/// report reads it.
+#[test]
+fn record_perf_door_software_tracepoint_and_breakpoint() {
+    let l = load().to_str().unwrap();
+    let f = load().parent().unwrap().join("mixed.data");
+    let o = Command::new(TP)
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-F",
+            "2000",
+            "-e",
+            "mem:counter:w:u",
+            "-e",
+            "sched:sched_process_exec",
+            "-o",
+        ])
+        .arg(&f)
+        .args(["--", l, "write", "300"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = perf_script(&f);
+    let bp = lines.iter().filter(|l| l.contains("mem:counter:w:u:")).count();
+    assert_eq!(bp, 300, "{lines:?}");
+    let exec = lines
+        .iter()
+        .find(|l| l.contains("sched:sched_process_exec:"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(exec.contains(&format!("filename={l}")), "{exec}");
+    let r = Command::new("perf").args(["report", "--stdio", "-i"]).arg(&f).output().unwrap();
+    assert!(r.status.success(), "{}", stderr(&r));
+    let _ = std::fs::remove_file(&f);
 }

@@ -17,6 +17,9 @@ pub enum Target {
     Thread(i32),
     /// Every task on one CPU (needs CAP_PERFMON or perf_event_paranoid <= 0).
     Cpu(u32),
+    /// One thread (and with `inherit` its children) while it runs on one CPU: how a
+    /// recording gets one ring per CPU for a command.
+    ThreadOnCpu(i32, u32),
 }
 
 impl Target {
@@ -24,6 +27,7 @@ impl Target {
         match self {
             Target::Thread(t) => (t, -1),
             Target::Cpu(c) => (-1, c as i32),
+            Target::ThreadOnCpu(t, c) => (t, c as i32),
         }
     }
 }
@@ -111,6 +115,21 @@ pub fn attr_for(ev: &Event, o: &CounterOptions) -> perf_event_attr {
         }
     }
     a
+}
+
+/// The attr as perf.data stores it (the kernel's struct, read back by tp-format).
+pub fn file_attr(ev: &Event, o: &CounterOptions) -> tp_format::perfdata::EventAttr {
+    let mut a = attr_for(ev, o);
+    a.size = std::mem::size_of::<perf_event_attr>() as u32;
+    // SAFETY: perf_event_attr is a plain repr(C) struct of integers (bindgen checks its
+    // layout has no padding); viewing its bytes is sound.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (&a as *const perf_event_attr).cast::<u8>(),
+            std::mem::size_of::<perf_event_attr>(),
+        )
+    };
+    tp_format::perfdata::EventAttr::parse(bytes)
 }
 
 /// One value as read(2) returns it with TOTAL_TIME_ENABLED|RUNNING.
@@ -226,6 +245,12 @@ impl Counter {
     }
     pub fn disable_group(&self) -> Result<()> {
         sys::ioctl(&self.fd, sys::Ioctl::Disable, true, &self.name)
+    }
+
+    /// Send this event's records into `target`'s ring (PERF_EVENT_IOC_SET_OUTPUT; same
+    /// CPU), so one ring per CPU carries every event.
+    pub fn set_output(&self, target: &Counter) -> Result<()> {
+        sys::set_output(&self.fd, &target.fd, &self.name)
     }
 
     /// The current count (not for a leader opened with `read_group`).

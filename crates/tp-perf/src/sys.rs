@@ -91,6 +91,21 @@ pub(crate) fn ioctl(fd: &OwnedFd, op: Ioctl, group: bool, event: &str) -> Result
     Ok(())
 }
 
+/// PERF_EVENT_IOC_SET_OUTPUT: `fd`'s records go to `target`'s ring.
+pub(crate) fn set_output(fd: &OwnedFd, target: &OwnedFd, event: &str) -> Result<()> {
+    // SAFETY: both are open perf fds; the ioctl takes the target fd as an integer.
+    let rc = unsafe { pes::ioctls::SET_OUTPUT(fd.as_raw_fd(), target.as_raw_fd()) };
+    if rc < 0 {
+        let source = io::Error::last_os_error();
+        return Err(Error::Sys {
+            call: "ioctl(PERF_EVENT_IOC_SET_OUTPUT)",
+            event: event.to_string(),
+            source,
+        });
+    }
+    Ok(())
+}
+
 /// The kernel's id of a perf event (PERF_EVENT_IOC_ID), as samples carry it.
 pub(crate) fn event_id(fd: &OwnedFd, event: &str) -> Result<u64> {
     let mut id = 0u64;

@@ -1,0 +1,321 @@
+//! `tp record` through perf_event_open (the second door), into perf.data.
+//!
+//! Which door: an event only perf_event_open has (software events such as `cpu-clock` or
+//! `major-faults`, hardware events, `mem:` breakpoints), `--perf`, `-F HZ` or `--period N`
+//! sends the whole recording through perf_event_open into perf.data (default `-o
+//! perf.data`), tracepoints included (as PERF_TYPE_TRACEPOINT samples whose raw bytes are the
+//! ftrace record). Otherwise tracepoints go through tracefs into trace.dat as before. One
+//! recording writes one file; to have both files, run two recordings (both on
+//! CLOCK_MONOTONIC, so their timelines agree).
+//!
+//! Per CPU one ring buffer (the first event's; the others are redirected into it with
+//! SET_OUTPUT); the first event also carries the COMM/MMAP2/FORK/EXIT side records; every
+//! record has its sample id (`sample_id_all`, IDENTIFIER) and times are CLOCK_MONOTONIC
+//! (`use_clockid`). Records go from the rings to the file as the kernel wrote them, with a
+//! FINISHED_ROUND after each pass; PERF_RECORD_LOST / LOST_SAMPLES are counted per CPU.
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tp_format::perfdata::{self as pd, Features, Writer, WriterAttr};
+use tp_perf::counter::{self, Counter, CounterOptions, Sampling, Target};
+use tp_perf::events::{self, Class, Event, Kind, MachineLookups};
+use tp_perf::Ring;
+use tp_tracefs::process::{self, GatedChild, Signals};
+
+/// Data pages per CPU ring (4 MiB): a tracepoint sampled on every hit at ~2 million/s
+/// writes ~160 MB/s; the reader wakes at a quarter full.
+const RING_PAGES: usize = 1024;
+/// perf record's default frequency for events that are not tracepoints or breakpoints.
+const DEFAULT_FREQ: u64 = 4000;
+
+/// The perf door's options of `tp record`.
+#[derive(clap::Args, Debug, Default)]
+pub struct PerfOpts {
+    /// Record through perf_event_open into perf.data even when every event is a tracepoint.
+    #[arg(long = "perf")]
+    pub perf: bool,
+    /// Sample at this frequency (Hz) on events that are not tracepoints or breakpoints
+    /// (default 4000, as perf record).
+    #[arg(short = 'F', long = "freq", value_name = "HZ", conflicts_with = "period")]
+    pub freq: Option<u64>,
+    /// Sample every N events (tracepoints and breakpoints default to every event).
+    #[arg(long = "period", value_name = "N")]
+    pub period: Option<u64>,
+}
+
+/// Does this recording go through the perf door?
+pub fn wanted(opts: &PerfOpts, events: &[String]) -> bool {
+    opts.perf
+        || opts.freq.is_some()
+        || opts.period.is_some()
+        || events
+            .iter()
+            .any(|e| events::parse(e).is_ok_and(|s| !matches!(s.kind, Kind::Tracepoint { .. })))
+}
+
+/// The parts of `tp record`'s arguments the perf door uses.
+pub struct Request<'a> {
+    pub events: &'a [String],
+    pub opts: &'a PerfOpts,
+    pub output: Option<&'a std::path::Path>,
+    pub command: &'a [OsString],
+    pub pids: &'a [i32],
+    pub duration: Option<Duration>,
+    pub quiet: bool,
+}
+
+fn sampling_of(ev: &Event, o: &PerfOpts, first: bool) -> Sampling {
+    use pd::sample as s;
+    let every_hit = matches!(ev.class, Class::Tracepoint | Class::Breakpoint);
+    let (period, freq) = match (o.period, o.freq) {
+        (Some(p), _) => (p, false),
+        (None, Some(f)) if !every_hit => (f, true),
+        (None, _) if every_hit => (1, false),
+        _ => (DEFAULT_FREQ, true),
+    };
+    let mut sample_type = s::IDENTIFIER | s::IP | s::TID | s::TIME | s::CPU | s::PERIOD;
+    if ev.class == Class::Tracepoint {
+        sample_type |= s::RAW;
+    }
+    Sampling {
+        sample_type,
+        period,
+        freq,
+        clockid: Some(libc::CLOCK_MONOTONIC),
+        side_records: first,
+        watermark: (RING_PAGES * 4096 / 4) as u32,
+    }
+}
+
+fn describe(ev: &Event, s: &Sampling) -> String {
+    let kind = match ev.class {
+        Class::Tracepoint => "tracepoint",
+        Class::Breakpoint => "breakpoint",
+        Class::Software => "software",
+        Class::Hardware | Class::HwCache => "hardware",
+    };
+    let how = if s.freq {
+        format!("{} Hz", s.period)
+    } else if s.period == 1 {
+        "every event".into()
+    } else {
+        format!("every {} events", s.period)
+    };
+    format!("{} ({kind}, {how})", ev.name)
+}
+
+pub fn run(req: Request<'_>) -> Result<i32> {
+    if req.events.is_empty() {
+        bail!("tp record --perf: give events with -e (e.g. -e cpu-clock, -e sched:sched_switch)");
+    }
+    if !req.pids.is_empty() {
+        bail!("tp record through perf_event_open: -p is not supported yet (use -- CMD or -a)");
+    }
+    let out_path = req.output.map(|p| p.to_path_buf()).unwrap_or_else(|| "perf.data".into());
+    let names: Vec<&str> =
+        req.events.iter().flat_map(|e| e.split(',')).filter(|e| !e.is_empty()).collect();
+    let specs = names.iter().map(|n| events::parse(n)).collect::<Result<Vec<_>, _>>()?;
+    let program = req.command.first().and_then(|c| process::resolve_program(c));
+    let needs_tracefs = specs.iter().any(|s| matches!(s.kind, Kind::Tracepoint { .. }));
+    let tfs = if needs_tracefs { Some(tp_tracefs::Tracefs::discover()?) } else { None };
+    let evs = events::resolve(&specs, &mut MachineLookups::new(tfs.as_ref(), program.as_deref()))?;
+
+    let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
+    let mut child = match req.command.first() {
+        None => None,
+        Some(prog) if process::resolve_program(prog).is_none() => {
+            eprintln!("tp record: {}: command not found", prog.to_string_lossy());
+            return Ok(127);
+        }
+        Some(_) => Some(GatedChild::spawn(req.command)?),
+    };
+    let cpus = counter::online_cpus()?;
+    let target = |cpu| match &child {
+        Some(c) => Target::ThreadOnCpu(c.pid(), cpu),
+        None => Target::Cpu(cpu),
+    };
+
+    // Open: per CPU, every event; the first one owns the ring and the side records.
+    let mut attrs: Vec<WriterAttr> = Vec::new();
+    let mut rings: Vec<(u32, Ring)> = Vec::new();
+    let mut counters: Vec<Counter> = Vec::new();
+    let mut start_line = Vec::new();
+    for (i, ev) in evs.iter().enumerate() {
+        let s = sampling_of(ev, req.opts, i == 0);
+        let o = CounterOptions {
+            inherit: child.is_some(),
+            enable_on_exec: child.is_some(),
+            disabled: true,
+            sampling: Some(s),
+            ..Default::default()
+        };
+        start_line.push(describe(ev, &s));
+        let mut ids = Vec::new();
+        for (k, &cpu) in cpus.iter().enumerate() {
+            let c = Counter::open(ev, target(cpu), &o, None)?;
+            ids.push(c.id()?);
+            if i == 0 {
+                rings.push((cpu, Ring::map(&c, RING_PAGES)?));
+            } else {
+                c.set_output(&counters[k])?;
+            }
+            counters.push(c);
+        }
+        attrs.push(WriterAttr { attr: counter::file_attr(ev, &o), ids, name: ev.name.clone() });
+    }
+    let file = std::fs::File::create(&out_path)
+        .with_context(|| format!("create {}", out_path.display()))?;
+    let mut w = Writer::new(std::io::BufWriter::with_capacity(1 << 20, file), attrs)
+        .with_context(|| format!("writing {}", out_path.display()))?;
+    if !req.quiet {
+        eprintln!(
+            "tp: recording through perf_event_open into {}: {}; {} CPUs, {} KiB ring each, CLOCK_MONOTONIC",
+            out_path.display(),
+            start_line.join(", "),
+            cpus.len(),
+            RING_PAGES * 4
+        );
+    }
+    if child.is_none() {
+        for c in &counters {
+            c.enable()?;
+        }
+    }
+    let start = Instant::now();
+    if let Some(c) = child.as_mut() {
+        c.release()?;
+    }
+
+    let mut status = 0;
+    let mut write_err: Option<pd::Error> = None;
+    let mut drain = |rings: &mut Vec<(u32, Ring)>, w: &mut Writer<_>| -> Result<()> {
+        for (_, r) in rings.iter_mut() {
+            r.read(|rec| {
+                if write_err.is_none() {
+                    if let Err(e) = w.write_raw(rec) {
+                        write_err = Some(e);
+                    }
+                }
+            });
+        }
+        if let Some(e) = write_err.take() {
+            return Err(anyhow::Error::new(e).context(format!("writing {}", out_path.display())));
+        }
+        w.finished_round().with_context(|| format!("writing {}", out_path.display()))?;
+        Ok(())
+    };
+    loop {
+        if let Some(c) = &child {
+            if let Some(st) = process::wait_pid(c.pid(), true)? {
+                status = st.as_shell_code();
+                break;
+            }
+        }
+        if req.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        let firsts: Vec<&Counter> = counters.iter().take(cpus.len()).collect();
+        tp_perf::ring::poll(&firsts, 50)?;
+        let got = signals.wait(Duration::ZERO)?;
+        drain(&mut rings, &mut w)?;
+        if got.iter().any(|d| d.signal != libc::SIGCHLD) && child.is_none() {
+            break;
+        }
+    }
+    for c in &counters {
+        c.disable()?;
+    }
+    drain(&mut rings, &mut w)?;
+    drop(counters);
+
+    let features = features(tfs.as_ref());
+    let tracing = match &tfs {
+        Some(t) => Some(tracing_data(t, &evs)?),
+        None => None,
+    };
+    let (_, stats) = w
+        .finish(&features, tracing.as_deref())
+        .with_context(|| format!("writing {}", out_path.display()))?;
+    if !req.quiet {
+        let lost: Vec<String> = rings
+            .iter()
+            .map(|(cpu, r)| {
+                let s = r.stats();
+                format!("cpu{cpu} {}", s.lost + s.lost_samples)
+            })
+            .collect();
+        eprintln!(
+            "tp: {} samples, {} records, {} bytes in {}; lost: {}",
+            stats.samples,
+            stats.records,
+            stats.bytes,
+            out_path.display(),
+            lost.join(", ")
+        );
+    }
+    Ok(status)
+}
+
+fn features(tfs: Option<&tp_tracefs::Tracefs>) -> Features {
+    let uname = tfs.and_then(|t| t.uname().ok());
+    let hostname =
+        std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string());
+    let osrelease =
+        std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string());
+    let ncpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let online = counter::online_cpus().map(|v| v.len() as u32).unwrap_or(ncpus);
+    let _ = uname;
+    Features {
+        hostname,
+        osrelease,
+        version: Some(format!("tp {}", env!("CARGO_PKG_VERSION"))),
+        arch: Some(std::env::consts::ARCH.to_string()),
+        nr_cpus: Some((online.max(ncpus), online)),
+        cmdline: Some(std::env::args().collect()),
+        clockid: Some(libc::CLOCK_MONOTONIC as u64),
+        ..Features::default()
+    }
+}
+
+/// TRACING_DATA: the formats of the recorded tracepoints (and tables), as trace.dat's
+/// leading part, so perf script and tp report render their raw records.
+fn tracing_data(tfs: &tp_tracefs::Tracefs, evs: &[Event]) -> Result<Vec<u8>> {
+    use tp_format::tracedat as td;
+    let hp_text = tfs.header_page_text()?;
+    let hp = tp_format::header::HeaderPage::parse(&hp_text)
+        .unwrap_or(tp_format::header::HeaderPage::X86_64);
+    let mut event_formats: Vec<(String, Vec<String>)> = Vec::new();
+    for ev in evs.iter().filter(|e| e.class == Class::Tracepoint) {
+        // The name is `sys:name` unless typed as such (then it is that text).
+        let Some(id) = tp_tracefs::EventId::parse(
+            ev.name.split(':').take(2).collect::<Vec<_>>().join(":").as_str(),
+        ) else {
+            continue;
+        };
+        let t =
+            tfs.event_format_text(&id).with_context(|| format!("reading the format of {id}"))?;
+        match event_formats.iter_mut().find(|(s, _)| *s == id.system) {
+            Some((_, v)) => {
+                if !v.contains(&t) {
+                    v.push(t)
+                }
+            }
+            None => event_formats.push((id.system.clone(), vec![t])),
+        }
+    }
+    let meta = td::Metadata {
+        header_page: hp,
+        header_event_text: tfs.header_event_text()?,
+        event_formats,
+        printk: tfs.printk_formats().unwrap_or_default(),
+        cmdlines: tfs.saved_cmdlines().unwrap_or_default(),
+        ..td::Metadata::default()
+    };
+    let w = td::Writer::new(td::WriterOptions {
+        page_size: hp.page_size(),
+        ..td::WriterOptions::default()
+    });
+    Ok(w.tracing_data(&meta))
+}
