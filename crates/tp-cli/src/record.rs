@@ -329,21 +329,33 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         );
     }
     written?;
+    // A user-space glob that matched nothing was probably mistyped: the file is written,
+    // but the exit status says so (the command's own, if it failed).
+    let mut unmatched = 0;
     if user_dir.is_some() {
         if users.is_empty() {
-            eprintln!("tp: no user-space events were recorded: does the program call tp::init_from_env()?");
+            eprintln!(
+                "tp: no user-space events were recorded for {}: does the program call tp::init_from_env()?",
+                user_globs.join(", ")
+            );
+            unmatched = user_globs.len();
         } else {
             for (glob, have) in user::unmatched(user_globs, &users) {
+                let near = session::nearest_events(&tfs, &glob, &have);
                 eprintln!(
-                    "tp: warning: -e {glob:?} matches none of the program's tracepoints ({}; `tp list --program PATH` lists them)",
+                    "tp: -e {glob:?} matches no kernel event and none of the program's tracepoints ({}): {near}",
                     if have.is_empty() { "it has none".to_string() } else { have.join(", ") }
                 );
+                unmatched += 1;
             }
             if !args.quiet {
                 let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
                 eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
             }
         }
+    }
+    if unmatched > 0 && exit == 0 {
+        return Ok(1);
     }
     Ok(exit)
 }

@@ -949,3 +949,21 @@ fn stream_all_leaves_out_its_own_thread() {
     let own = lines.iter().filter(|l| l.2 == tp_pid).count();
     assert_eq!(own, 0, "{own} of {} lines are tp's own thread {tp_pid}", lines.len());
 }
+
+/// A mistyped kernel event is an error naming the nearest events, before anything is
+/// recorded: its system is the kernel's, so it is not the program's own tracepoint.
+#[test]
+fn a_mistyped_kernel_event_is_an_error_with_suggestions() {
+    require_tracefs();
+    let t = Tmp::new("typo");
+    let f = t.file("t.dat");
+    let out = tp(&["record", "-e", "sched:sched_swich", "-o", f.to_str().unwrap(), "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("did you mean sched:sched_switch?"), "{err}");
+    assert!(!f.exists());
+    let out = tp(&["stream", "-e", "sched:sched_swich", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("did you mean sched:sched_switch?"), "{err}");
+}

@@ -185,38 +185,47 @@ fn a_program_without_tp_records_no_user_events_and_says_so() {
     require_tracefs();
     let tmp = Tmp::new("none");
     let file = tmp.0.join("trace.dat");
-    let out = run(Command::new(TP)
+    let out = Command::new(TP)
         .args(["record", "-q", "-e", "sched:sched_switch", "-e", "tpdemo:*", "-o"])
         .arg(&file)
-        .args(["--", "true"]));
+        .args(["--", "true"])
+        .output()
+        .unwrap();
     let err = text(&out.stderr);
     assert!(
         err.contains(
-            "no user-space events were recorded: does the program call tp::init_from_env()?"
+            "no user-space events were recorded for tpdemo:*: does the program call tp::init_from_env()?"
         ),
         "{err}"
     );
+    // What was asked for was not recorded: the file is written, the exit status says so.
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(file.is_file());
 }
 
-/// A user-space glob that matches none of the program's tracepoints gets a warning naming
-/// the ones it has (the program's file lists them all), and the glob that matches records.
+/// A user-space glob that matches none of the program's tracepoints is named with the ones
+/// the program has (its file lists them all) and the nearest; the glob that matches records;
+/// tp exits 1 (the file is written).
 #[test]
 fn a_glob_matching_none_of_the_programs_tracepoints_is_named() {
     require_tracefs();
     let tmp = Tmp::new("unmatched");
     let file = tmp.0.join("trace.dat");
-    let out = run(Command::new(TP)
+    let out = Command::new(TP)
         .args(["record", "-q", "-e", "sched:sched_switch", "-e", "tpdemo:before*"])
-        .args(["-e", "nosuch:*", "-o"])
+        .args(["-e", "tpdemo:wroker", "-o"])
         .arg(&file)
         .arg("--")
-        .arg(example()));
+        .arg(example())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     let err = text(&out.stderr);
     assert!(
-        err.contains("-e \"nosuch:*\" matches none of the program's tracepoints (tpdemo:after_getppid, tpdemo:before_getppid, tpdemo:worker;"),
+        err.contains("-e \"tpdemo:wroker\" matches no kernel event and none of the program's tracepoints (tpdemo:after_getppid, tpdemo:before_getppid, tpdemo:worker): did you mean tpdemo:worker?"),
         "{err}"
     );
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("tpdemo:before*\" matches none"), "{err}");
     let report = text(&run(Command::new(TP).args(["report", "-i"]).arg(&file)).stdout);
     assert!(report.contains(": before_getppid: round=0"), "{report}");

@@ -76,6 +76,24 @@ pub fn pair_filters(
     Ok(out)
 }
 
+/// For a glob that matches nothing, the nearest names among the kernel's events and `extra`
+/// (e.g. a program's tracepoints): `did you mean sched:sched_switch?`.
+pub fn nearest_events(tfs: &Tracefs, glob: &str, extra: &[String]) -> String {
+    let mut names: Vec<String> = extra.to_vec();
+    if let Ok(evs) = tfs.available_events() {
+        names.extend(evs.iter().map(|e| e.to_string()));
+    }
+    if !glob.contains(':') {
+        names.extend(tfs.systems().unwrap_or_default());
+    }
+    let near = tp_perf::events::suggest(glob, &names);
+    if near.is_empty() {
+        "see `tp list`".to_string()
+    } else {
+        format!("did you mean {}?", near.join(", "))
+    }
+}
+
 /// What to trace: which processes.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -133,7 +151,7 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
     for sel in s.selections {
         let evs = tfs.match_events(&sel.glob)?;
         if evs.is_empty() {
-            bail!("no event matches {:?} (see `tp list`)", sel.glob);
+            bail!("no event matches {:?}: {}", sel.glob, nearest_events(&tfs, &sel.glob, &[]));
         }
         for e in &evs {
             if let Some(f) = &sel.filter {

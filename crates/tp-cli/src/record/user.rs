@@ -25,12 +25,23 @@ use tp_tracefs::Tracefs;
 use super::session::Selection;
 
 /// Split `-e` selections into kernel ones and user-space globs: a glob with a `:` that
-/// matches no kernel event is a user-space one (a filter on it is an error).
+/// matches no kernel event is a user-space one (a filter on it is an error). One whose
+/// system is a kernel system (`sched:sched_swich`) is a mistyped kernel event: an error
+/// naming the nearest events.
 pub fn split(tfs: &Tracefs, selections: &[Selection]) -> Result<(Vec<Selection>, Vec<String>)> {
     let mut kernel = Vec::new();
     let mut user = Vec::new();
+    let systems = tfs.systems()?;
     for sel in selections {
         if sel.glob.contains(':') && tfs.match_events(&sel.glob)?.is_empty() {
+            let system = sel.glob.split(':').next().unwrap_or_default();
+            if systems.iter().any(|s| s == system) {
+                bail!(
+                    "no kernel event matches {:?} (and {system:?} is a kernel system, not the program's): {}",
+                    sel.glob,
+                    super::session::nearest_events(tfs, &sel.glob, &[])
+                );
+            }
             if sel.filter.is_some() {
                 bail!(
                     "-f applies to kernel events only; {:?} matches no kernel event (it is taken as the program's own tracepoints)",
