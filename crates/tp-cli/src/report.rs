@@ -14,11 +14,13 @@ use tp_tracefs::events::glob_match;
 use pipeline::Mode;
 
 mod count;
+mod perf;
 mod pipeline;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The trace file (trace.dat v6 or v7, as tp record or trace-cmd writes it).
+    /// The trace file: trace.dat v6 or v7 (as tp record or trace-cmd writes it) or perf.data
+    /// (as perf record or tp writes it).
     #[arg(short = 'i', long = "input", default_value = "trace.dat")]
     input: String,
     /// Only events matching this glob (`sched`, `sched:sched_switch`, `*:*wakeup*`);
@@ -49,11 +51,23 @@ pub struct Args {
     /// Leave out the header block.
     #[arg(long)]
     no_header: bool,
+    /// perf.data: also print COMM, FORK and EXIT records (as perf script does).
+    #[arg(long)]
+    show_task_events: bool,
+    /// perf.data: also print MMAP and MMAP2 records (as perf script does).
+    #[arg(long)]
+    show_mmap_events: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let file =
+    let mut file =
         std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
+    // perf.data (`PERFILE2`) or trace.dat, by the magic.
+    let mut magic = [0u8; 8];
+    let n = std::io::Read::read(&mut file, &mut magic).unwrap_or(0);
+    if tp_format::perfdata::read::is_perf_data(&magic[..n]) {
+        return perf::run(&args);
+    }
     // Formats are parsed below: only the events the trace has when it is counted first.
     let mut dat =
         TraceDat::open_file_lazy(file).with_context(|| format!("cannot read {}", args.input))?;

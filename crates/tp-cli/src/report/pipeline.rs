@@ -62,6 +62,8 @@ enum Special {
     },
     /// A decoding error, printed to stderr after the output before it.
     Error(String),
+    /// Text rendered by the producer (perf.data's non-tracepoint records), printed as is.
+    Text(String),
 }
 
 struct Batch {
@@ -151,6 +153,13 @@ impl Feed<'_> {
     pub fn error(&mut self, message: String) -> Result<(), Closed> {
         let at = self.cur.entries.len();
         self.cur.specials.push((at, Special::Error(message)));
+        self.send_if_full()
+    }
+
+    /// Lines already rendered (newline included), printed in their place.
+    pub fn text(&mut self, text: String) -> Result<(), Closed> {
+        let at = self.cur.entries.len();
+        self.cur.specials.push((at, Special::Text(text)));
         self.send_if_full()
     }
 
@@ -427,6 +436,7 @@ fn render_batch(
             }
         }
         Special::Error(ref m) => errors.push((out.len(), m.clone())),
+        Special::Text(ref t) => out.push_str(t),
     };
     let mut specials = batch.specials.iter().peekable();
     let mut start = 0;

@@ -166,11 +166,14 @@ impl<R: Read + Seek> PerfData<R> {
         self.features.present.clone_from(&present);
         let table_at = self.data_offset.saturating_add(self.data_size);
         if table_at > self.input.len {
-            self.warnings.push(Error::truncated(
-                self.data_offset,
-                "data section",
-                self.data_size,
-                self.input.len.saturating_sub(self.data_offset),
+            // The records say where they are cut; this says what else is lost.
+            self.warnings.push(Error::invalid(
+                self.input.len,
+                "feature sections",
+                format!(
+                    "the file ends inside its data section (which the header says ends at \
+                     {table_at:#x}): the features after it (event formats, names) are lost"
+                ),
             ));
         } else if !present.is_empty() {
             if let Err(e) = self.read_features(table_at, &present) {
@@ -293,14 +296,14 @@ impl<R: Read + Seek> PerfData<R> {
         self.sample_id_all = self.attrs.iter().all(|a| a.attr.sample_id_all());
     }
 
-    /// The attr of a record: by its id, or the only one.
-    pub fn attr_of(&self, raw: &RawRecord<'_>) -> Option<&Attr> {
+    /// The index into `attrs` of a record's event: by its id, or the only one.
+    pub fn attr_of(&self, raw: &RawRecord<'_>) -> Option<usize> {
         if self.attrs.len() == 1 {
-            return self.attrs.first();
+            return Some(0);
         }
         let t = self.attrs[0].attr.sample_type;
         let id = record_id(raw, t, self.sample_id_all)?;
-        self.ids.get(&id).map(|&i| &self.attrs[i as usize])
+        self.ids.get(&id).map(|&i| i as usize)
     }
 
     /// The attr named `name`, or the index of an attr for messages.
@@ -346,6 +349,8 @@ pub struct Item<'a> {
     pub raw: RawRecord<'a>,
     /// The event the record belongs to (`None` for perf's own records and unknown ids).
     pub attr: Option<&'a Attr>,
+    /// Its index in [`PerfData::attrs`].
+    pub event: Option<usize>,
     pub time: Option<u64>,
 }
 
@@ -455,8 +460,9 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             }
             let bytes = &self.buf[f.at..f.at + f.len];
             let raw = RawRecord { kind: f.kind, misc: f.misc, bytes, offset: f.offset };
-            let attr = if f.kind < kind::HEADER_ATTR { self.d.attr_of(&raw) } else { None };
-            let Some(time) = record_time(&raw, attr.map(|a| &a.attr)) else {
+            let event = if f.kind < kind::HEADER_ATTR { self.d.attr_of(&raw) } else { None };
+            let attr = event.map(|i| &self.d.attrs[i].attr);
+            let Some(time) = record_time(&raw, attr) else {
                 // No time: handed out at once, as perf does.
                 return Some(Ok(self.item_in_buf(&f)));
             };
@@ -493,9 +499,10 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             bytes,
             offset,
         };
-        let attr = if raw.kind < kind::HEADER_ATTR { self.d.attr_of(&raw) } else { None };
+        let event = if raw.kind < kind::HEADER_ATTR { self.d.attr_of(&raw) } else { None };
+        let attr = event.map(|i| &self.d.attrs[i]);
         let time = time.or_else(|| record_time(&raw, attr.map(|a| &a.attr)));
-        Item { raw, attr, time }
+        Item { raw, attr, event, time }
     }
 
     /// Sort the held records and make those with time <= `limit` ready.
