@@ -84,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         None => {
             let mut with_events = Vec::new();
             for b in 0..dat.buffers().len() {
-                if has_events(&dat, b)? {
+                if has_events_or_errors(&dat, b)? {
                     with_events.push(b);
                 }
             }
@@ -344,13 +344,15 @@ fn stats_overrun(cpustats: &str, buffer: &str) -> u64 {
     overrun
 }
 
-fn has_events<R: std::io::Read + std::io::Seek>(
+/// Whether a buffer is worth printing: it has an event, or an error to report (a damaged
+/// buffer must say so, not give way to an empty one).
+fn has_events_or_errors<R: std::io::Read + std::io::Seek>(
     dat: &TraceDat<R>,
     buffer: usize,
 ) -> anyhow::Result<bool> {
     let mut records = dat.records(buffer)?;
     while let Some(item) = records.next() {
-        if let Ok(Item::Event(_)) = item {
+        if matches!(item, Ok(Item::Event(_)) | Err(_)) {
             return Ok(true);
         }
     }

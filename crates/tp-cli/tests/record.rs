@@ -527,6 +527,32 @@ fn trace_cmd_reads_every_flavour() {
     assert!(!bad.status.success());
 }
 
+/// Damaged files (fixtures/tracedat/bad/, from a mutation run): a lying size is a clear error
+/// at once, not gigabytes; a buffer that yields only errors says so and exits 1, never an
+/// empty trace with exit 0 (also with --stat).
+#[test]
+fn report_of_damaged_files_says_what_is_wrong() {
+    let bad = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tracedat/bad");
+    for (name, says) in [
+        ("oom-abort-v7zstd.dat", "file truncated: need 4294967040 bytes"),
+        ("oom-2g-v7zstd.dat", "file truncated: need 2147483647 bytes"),
+        ("oom-abort-lying-chunk-1byte.dat", "file truncated"),
+        ("silent-trunc-v6.dat", "CPU 0 data of buffer \"tpfx\"): file truncated"),
+        ("silent-zeroed-v7zstd.dat", "corrupt compressed data"),
+    ] {
+        let file = bad.join(name);
+        for extra in [&[][..], &["--stat"][..]] {
+            let t = Instant::now();
+            let out =
+                Command::new(TP).args(["report", "-i"]).arg(&file).args(extra).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{name} {extra:?}: {err}");
+            assert!(err.contains(says), "{name} {extra:?}: {err}");
+            assert!(t.elapsed() < Duration::from_secs(5), "{name}: {:?}", t.elapsed());
+        }
+    }
+}
+
 #[test]
 fn error_and_panic_paths_remove_the_instance() {
     require_tracefs();

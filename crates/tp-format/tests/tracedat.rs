@@ -448,6 +448,96 @@ mod bad_input {
     }
 }
 
+/// Sizes a file claims are checked against the bytes it has before anything is allocated:
+/// the reader runs in a child of this test binary under `RLIMIT_AS`, over the reproducers in
+/// fixtures/tracedat/bad/ (a BUFFER option and a chunk header that both lie) and over every
+/// pairing of a lying CPU data size with a huge u32 anywhere in the file.
+mod bounded_memory {
+    use super::bad_input::exercise;
+    use super::*;
+
+    /// Address space the child may use: the test binary and its heap, a decompressed chunk
+    /// (at most 64 MiB) and a fixed margin; far below the 2-4 GiB the lying files used to cost.
+    const LIMIT: u64 = 320 << 20;
+
+    /// The offsets of each CPU's data size (the u64 after its offset) in the options.
+    fn cpu_size_fields(bytes: &[u8]) -> Vec<usize> {
+        let dat = TraceDat::open(Cursor::new(bytes.to_vec())).unwrap();
+        let mut at = Vec::new();
+        for b in dat.buffers() {
+            for c in &b.cpus {
+                let mut pat = c.offset.to_le_bytes().to_vec();
+                pat.extend_from_slice(&c.size.to_le_bytes());
+                let i = bytes.windows(16).position(|w| w == pat).expect("CPU entry in the file");
+                at.push(i + 8);
+            }
+        }
+        at
+    }
+
+    fn in_child() {
+        for name in ["oom-abort-v7zstd.dat", "oom-2g-v7zstd.dat", "oom-abort-lying-chunk-1byte.dat"]
+        {
+            let (events, errors, last) = exercise(read(&format!("bad/{name}")));
+            let last = last.unwrap_or_default();
+            assert!(errors > 0 && last.contains("CPU 0 data"), "{name}: {events} events, {last}");
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for name in ["v7-zstd.dat", "v7-none.dat", "v6.dat"] {
+            let orig = read(name);
+            let dat = TraceDat::open(Cursor::new(orig.clone())).unwrap();
+            // Every word of each CPU's chunk count and first chunk header, and words anywhere.
+            let mut words: Vec<usize> = dat
+                .buffers()
+                .iter()
+                .flat_map(|b| b.cpus.iter().flat_map(|c| (c.offset as usize..).step_by(4).take(4)))
+                .collect();
+            words.extend((0..150).map(|_| (rnd() as usize % (orig.len() - 4)) & !3));
+            for size_at in cpu_size_fields(&orig) {
+                for &at in &words {
+                    for huge in [0xffff_ff00u32, 0x7fff_ffff] {
+                        let mut v = orig.clone();
+                        v[size_at..size_at + 8].copy_from_slice(&0xffff_ffffu64.to_le_bytes());
+                        v[at..at + 4].copy_from_slice(&huge.to_le_bytes());
+                        exercise(v);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lying_sizes_allocate_nothing_the_file_cannot_hold() {
+        if std::env::var_os("TP_TEST_RLIMIT_CHILD").is_some() {
+            let lim = libc::rlimit { rlim_cur: LIMIT, rlim_max: LIMIT };
+            // SAFETY: setrlimit reads the struct we pass; it only lowers this process's limit.
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
+            in_child();
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "bounded_memory::lying_sizes_allocate_nothing_the_file_cannot_hold"])
+            .args(["--test-threads=1", "--nocapture"])
+            .env("TP_TEST_RLIMIT_CHILD", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "reader under a {} MiB address-space limit: {:?}\n{}{}",
+            LIMIT >> 20,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A real capture on this kernel: raw pages from a private instance, written by tp's writer,
 /// rendered by `trace-cmd report` with every event the kernel's own `trace` text has.
 /// Needs root and tracefs (CI runs as root); fails loudly without them.

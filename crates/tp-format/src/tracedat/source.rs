@@ -147,6 +147,18 @@ impl<R: Read + Seek> ChunkPages<R> {
                     format!("chunk of {csize} bytes runs past the CPU data end {:#x}", self.end),
                 ));
             }
+            // The CPU data's size is the file's word too: check against the bytes that exist
+            // before allocating what a lying size claims.
+            if at + 8 + csize > self.input.len {
+                return Err(Error::new(
+                    at + 8,
+                    &self.what,
+                    ErrorKind::Truncated {
+                        need: csize,
+                        have: self.input.len.saturating_sub(at + 8),
+                    },
+                ));
+            }
             if usize_ > MAX_CHUNK {
                 return Err(Error::invalid(
                     at,
