@@ -120,14 +120,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for e in dat.format_errors() {
         eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
     }
+    // Lines as the recording kernel printed them: its uname, else what its formats imply
+    // (all of them parsed for that), else this kernel's.
+    let layout = match dat.uname().and_then(Layout::for_uname) {
+        Some(l) => Some(l),
+        None => {
+            dat.parse_formats(|_| true);
+            Layout::implied_by(dat.events())
+        }
+    };
+    let layout = layout.unwrap_or_default();
     let clock = dat.clock().unwrap_or("local");
     let options = Options {
-        columns: Columns {
-            tgid: args.tgid,
-            // Lines as the recording kernel printed them (this kernel's when unknown).
-            layout: dat.uname().and_then(Layout::for_uname).unwrap_or_default(),
-            ..Columns::default()
-        },
+        columns: Columns { tgid: args.tgid, layout, ..Columns::default() },
         ts_in_ns: dat.tsc2nsec().is_some() || text::clock_is_ns(clock),
         big_endian: dat.big_endian(),
         long_size: dat.long_size(),

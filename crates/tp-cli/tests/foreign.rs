@@ -43,6 +43,10 @@ const I686_4_13: Machine = Machine {
     text: 0xc100_0000,
 };
 
+/// The same machine's file from `trace-cmd listen`, which stores no uname: its formats
+/// say how old its kernel is (`sched_wakeup` still has `success`).
+const I686_LISTEN: Machine = Machine { name: "i686-listen", uname: "", ..I686_4_13 };
+
 const ARMV7_4_14: Machine = Machine {
     name: "armv7l-4.14",
     uname: "Linux wega 4.14.15-wega-lx armv7l",
@@ -310,21 +314,38 @@ fn write(m: &Machine) -> PathBuf {
     let width = 2 * m.long;
     let kallsyms: String =
         SYMBOLS.iter().map(|(off, name)| format!("{:0width$x} T {name}\n", m.text + off)).collect();
+    let mut event_formats = vec![(
+        "irq".to_string(),
+        vec![format_text(
+            "irq_handler_entry",
+            IRQ_HANDLER_ENTRY,
+            &[("int irq", 8, 4, true)],
+            "\"irq=%d\", REC->irq",
+        )],
+    )];
+    if m.uname.is_empty() {
+        let wakeup = format_text(
+            "sched_wakeup",
+            200,
+            &[
+                ("char comm[16]", 8, 16, true),
+                ("pid_t pid", 24, 4, true),
+                ("int prio", 28, 4, true),
+                ("int success", 32, 4, true),
+                ("int target_cpu", 36, 4, true),
+            ],
+            "\"comm=%s pid=%d prio=%d target_cpu=%03d\", REC->comm, REC->pid, REC->prio, \
+             REC->target_cpu",
+        );
+        event_formats.push(("sched".into(), vec![wakeup]));
+    }
     let meta = Metadata {
         header_page: header,
         ftrace_formats: ftrace_formats(m),
-        event_formats: vec![(
-            "irq".into(),
-            vec![format_text(
-                "irq_handler_entry",
-                IRQ_HANDLER_ENTRY,
-                &[("int irq", 8, 4, true)],
-                "\"irq=%d\", REC->irq",
-            )],
-        )],
+        event_formats,
         kallsyms,
         cmdlines: "1181 bash\n35 kworker/u2:2\n".into(),
-        uname: Some(m.uname.into()),
+        uname: Some(m.uname.to_string()).filter(|u| !u.is_empty()),
         cpu_count: m.cpus,
         ..Metadata::default()
     };
@@ -362,7 +383,8 @@ fn report(m: &Machine, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-const ALL: [&Machine; 5] = [&I686_4_13, &ARMV7_4_14, &MIPS_4_19, &PPC64_5_15, &X86_64_6_8];
+const ALL: [&Machine; 6] =
+    [&I686_4_13, &I686_LISTEN, &ARMV7_4_14, &MIPS_4_19, &PPC64_5_15, &X86_64_6_8];
 
 #[test]
 fn function_and_graph_events_print_as_the_kernel_does_on_every_machine() {
@@ -417,12 +439,13 @@ fn four_latency_columns_before_5_15_and_five_after() {
     kworker/u2:2-35    [000] d..1   100.000170:   1.234 us    |  } /* __wake_up */
 ";
     assert_eq!(text, want);
+    assert_eq!(report(&I686_LISTEN, &[]), want);
     for m in [&ARMV7_4_14, &MIPS_4_19] {
         let text = report(m, &[]);
         assert!(text.contains("\n#           TASK-PID   CPU#  ||||    TIMESTAMP  FUNCTION\n"));
         assert!(text.contains("\n    kworker/u2:2-35    [000] d..1   100.000100: "), "{text}");
     }
-    // 5.15: pid in seven columns, the migrate-disable column; BH-disabled came with 5.18.
+    // 5.15: pid in seven columns, the migrate-disable column; BH-disabled came with 5.17.
     let text = report(&PPC64_5_15, &[]);
     assert!(text.contains("\n#                                _-----=> irqs-off\n"), "{text}");
     assert!(text.contains("\n#                              ||| / _-=> migrate-disable\n"));

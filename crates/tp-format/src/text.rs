@@ -36,8 +36,9 @@ pub enum Layout {
     /// 5.15 ("trace: Add migrate-disabled counter to tracing output"): a fifth flag
     /// character; the preempt count's low nibble is the depth, its high one migrate-disable.
     Linux5_15,
-    /// 5.18: bottom halves disabled (`b`, `D`), header `irqs-off/BH-disabled`.
-    Linux5_18,
+    /// 5.17 ("tracing: Account bottom half disabled sections"): `b` and `D`, header
+    /// `irqs-off/BH-disabled`.
+    Linux5_17,
     /// 6.13: lazy need-resched (flag 0x02: `L`, `l`, `b`, `B`).
     #[default]
     Linux6_13,
@@ -49,22 +50,44 @@ impl Layout {
         match (major, minor) {
             (0..=4, _) | (5, 0..=9) => Layout::Linux4,
             (5, 10..=14) => Layout::Linux5_10,
-            (5, 15..=17) => Layout::Linux5_15,
-            (5, _) | (6, 0..=12) => Layout::Linux5_18,
+            (5, 15 | 16) => Layout::Linux5_15,
+            (5, _) | (6, 0..=12) => Layout::Linux5_17,
             _ => Layout::Linux6_13,
         }
     }
 
-    /// The layout of the kernel a trace file's `uname` text names (`Linux host 4.14.15-v7
-    /// #1 SMP ... armv7l`: the first word that starts with `MAJOR.MINOR`); `None` when it
-    /// names none.
+    /// The layout of the kernel a trace file's `uname` text names. trace-cmd stores
+    /// `SYSNAME NODENAME RELEASE MACHINE` (`Linux wega 4.14.15-wega-lx armv7l`): the release
+    /// is the third word (a host name may look like a version), else the first word that
+    /// starts with `MAJOR.MINOR`. `None` when it names none.
     pub fn for_uname(uname: &str) -> Option<Layout> {
-        uname.split_whitespace().find_map(|w| {
+        let version = |w: &str| {
             let mut parts = w.splitn(3, '.');
             let major: u32 = parts.next()?.parse().ok()?;
             let minor: String = parts.next()?.chars().take_while(|c| c.is_ascii_digit()).collect();
             Some(Layout::for_version(major, minor.parse().ok()?))
-        })
+        };
+        let words: Vec<&str> = uname.split_whitespace().collect();
+        words.get(2).and_then(|w| version(w)).or_else(|| words.iter().find_map(|w| version(w)))
+    }
+
+    /// What a file's formats imply when it has no uname (trace-cmd's `listen` mode stores
+    /// none): `sched_wakeup`'s `success` field was removed in 5.14, ftrace's `func_repeats`
+    /// event came with 5.13. With `success`, four flag columns; 5-character pids unless
+    /// `func_repeats` says 5.13 (a 5.10-5.12 kernel is taken for an older one). `None`
+    /// when the formats tell nothing.
+    pub fn implied_by(formats: &[crate::EventFormat]) -> Option<Layout> {
+        let success = formats.iter().any(|f| {
+            f.system == "sched"
+                && f.name.starts_with("sched_wakeup")
+                && f.field("success").is_some()
+        });
+        let func_repeats = formats.iter().any(|f| f.system == "ftrace" && f.name == "func_repeats");
+        match (success, func_repeats) {
+            (true, true) => Some(Layout::Linux5_10),
+            (true, false) => Some(Layout::Linux4),
+            _ => None,
+        }
     }
 
     /// Characters of the pid in the task column.
@@ -120,7 +143,7 @@ fn write_irq_help(out: &mut String, cols: Columns) {
         (false, true) => 40,
     }; // spaces after the `#`
     let five = cols.layout >= Layout::Linux5_15;
-    let irqs_off = if cols.layout >= Layout::Linux5_18 {
+    let irqs_off = if cols.layout >= Layout::Linux5_17 {
         "  _-----=> irqs-off/BH-disabled"
     } else {
         "  _-----=> irqs-off"
@@ -317,7 +340,7 @@ fn after_task(w: &mut AsciiWriter<'_>, c: &Context<'_>, cols: Columns, ts_in_ns:
 }
 
 /// The flag characters as `layout`'s kernel printed them: irqs-off (and BH-disabled from
-/// 5.18), need-resched, hardirq/softirq, preempt depth, and from 5.15 migrate-disable depth.
+/// 5.17), need-resched, hardirq/softirq, preempt depth, and from 5.15 migrate-disable depth.
 pub fn write_lat_fmt(out: &mut String, f: u8, preempt: u8, layout: Layout) {
     AsciiWriter::new(out).bytes(lat_fmt(f, preempt, layout).as_bytes());
 }
@@ -337,7 +360,7 @@ impl LatFmt {
 fn lat_fmt(f: u8, preempt: u8, layout: Layout) -> LatFmt {
     use flags::*;
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    // Before 6.13 flag 0x02 was TRACE_FLAG_IRQS_NOSUPPORT; 0x80 (BH off) came with 5.18
+    // Before 6.13 flag 0x02 was TRACE_FLAG_IRQS_NOSUPPORT; 0x80 (BH off) came with 5.17
     // and is never set before.
     let lazy = layout >= Layout::Linux6_13;
     let bh_off = f & BH_OFF != 0;
@@ -580,6 +603,40 @@ mod tests {
         assert_eq!(lat(NEED_RESCHED_LAZY | HARDIRQ | SOFTIRQ, 0x2f), ".lHf2");
         assert_eq!(lat(NMI | HARDIRQ, 0), "..Z..");
         assert_eq!(lat(NEED_RESCHED | NEED_RESCHED_LAZY | PREEMPT_RESCHED, 0), ".B...");
+    }
+
+    #[test]
+    fn layout_from_uname() {
+        let l = |u| Layout::for_uname(u);
+        assert_eq!(l("Linux buildroot 4.13.9 i686"), Some(Layout::Linux4));
+        assert_eq!(l("Linux wega 4.14.15-wega-lx armv7l"), Some(Layout::Linux4));
+        assert_eq!(l("Linux 10.0.2.15 5.10.0-8-amd64 x86_64"), Some(Layout::Linux5_10));
+        assert_eq!(l("Linux buildroot 5.15.18 i686"), Some(Layout::Linux5_15));
+        assert_eq!(l("Linux h 5.16.0 x86_64"), Some(Layout::Linux5_15));
+        assert_eq!(l("Linux h 5.17.1 x86_64"), Some(Layout::Linux5_17));
+        assert_eq!(l("Linux h 6.12.10 x86_64"), Some(Layout::Linux5_17));
+        assert_eq!(l("Linux h 6.13.0 x86_64"), Some(Layout::Linux6_13));
+        assert_eq!(l("Linux h 6.18.0-rc1+ x86_64"), Some(Layout::Linux6_13));
+        assert_eq!(l("3.10.0-1160.el7.x86_64"), Some(Layout::Linux4));
+        assert_eq!(l("Linux"), None);
+        assert_eq!(l(""), None);
+    }
+
+    #[test]
+    fn old_kernels_flags() {
+        let lat = |f, p, layout| {
+            let mut s = String::new();
+            write_lat_fmt(&mut s, f, p, layout);
+            s
+        };
+        use flags::*;
+        // Before 5.15 the preempt count prints whole; 0x02 was "irqs-off not supported".
+        assert_eq!(lat(IRQS_OFF | HARDIRQ, 2, Layout::Linux4), "d.h2");
+        assert_eq!(lat(0, 0x12, Layout::Linux4), "...12");
+        assert_eq!(lat(NEED_RESCHED_LAZY, 0, Layout::Linux5_15), "X....");
+        assert_eq!(lat(NEED_RESCHED | NEED_RESCHED_LAZY, 0, Layout::Linux5_17), "Xn...");
+        assert_eq!(lat(NEED_RESCHED | NEED_RESCHED_LAZY, 0, Layout::Linux6_13), ".b...");
+        assert_eq!(lat(0, 0x12, Layout::Linux5_15), "...21");
     }
 
     #[test]
