@@ -225,7 +225,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     };
     // Signals next: a Ctrl-C during setup must still clean up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
-    let ncpus = tp_tracefs::sys::cpu_count();
+    let ncpus = tp_tracefs::process::cpu_count();
     let buffer_kb = args.trace.buffer_kb.or(if args.instance.is_none() {
         Some(default_buffer_kb(ncpus))
     } else {
@@ -399,7 +399,7 @@ impl Waiter<'_> {
                 && Instant::now() >= next_pid_check
             {
                 next_pid_check = Instant::now() + Duration::from_secs(1);
-                if self.traced_pids.iter().all(|&p| !tp_tracefs::sys::process_alive(p)) {
+                if self.traced_pids.iter().all(|&p| !tp_tracefs::process::is_alive(p)) {
                     return Ok(Stop::PidsGone);
                 }
             }
@@ -441,7 +441,7 @@ pub fn remove_stale_temp(dir: &Path, name: &str) {
             .or_else(|| f.strip_prefix(&format!("{name}.tp-")).and_then(|r| r.strip_suffix(".tmp")))
             .and_then(|p| p.parse::<i32>().ok());
         let Some(pid) = pid else { continue };
-        if pid == std::process::id() as i32 || tp_tracefs::sys::process_alive(pid) {
+        if pid == std::process::id() as i32 || tp_tracefs::process::is_alive(pid) {
             continue;
         }
         let p = ent.path();

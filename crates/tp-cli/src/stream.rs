@@ -109,7 +109,7 @@ pub fn run(args: Args) -> Result<i32> {
             Some(d) => d.saturating_sub(t0.elapsed()).min(Duration::from_millis(200)),
             None => Duration::from_millis(200),
         };
-        tp_tracefs::sys::poll_readable(&fds, wait.as_millis() as i32)?;
+        tp_tracefs::process::poll_readable(&fds, wait.as_millis() as i32)?;
         read_all(&mut readers, &mut page, &layout, &mut batch, &mut out)?;
         // Names as the kernel's `trace_pipe` prints them: from `saved_cmdlines` as it is
         // when the events are read (it follows exec, fork and comm changes at each switch).
@@ -131,7 +131,7 @@ pub fn run(args: Args) -> Result<i32> {
         }
         if is_pids && Instant::now() >= next_pid_check {
             next_pid_check = Instant::now() + Duration::from_secs(1);
-            if traced_pids.iter().all(|&p| !tp_tracefs::sys::process_alive(p)) {
+            if traced_pids.iter().all(|&p| !tp_tracefs::process::is_alive(p)) {
                 break 'run;
             }
         }

@@ -1,4 +1,10 @@
-//! Kernel trace formats, without I/O: everything here takes byte slices or `Read`.
+//! Kernel trace formats, without I/O of their own: everything here takes byte slices, a
+//! `Read`/`Read + Seek` or `Write` the caller opened; nothing opens a file or calls the
+//! kernel. One special case, on purpose: `tracedat::TraceDat::open_file` takes a
+//! `std::fs::File` the caller opened, to read it with positional reads (`pread`), so that
+//! page sources on several threads read one file at once without a shared position or a
+//! lock (`tp report` decompresses and counts CPUs in parallel that way); a trait of its own
+//! for positional reads would have this one implementor.
 //!
 //! - [`format`]: `events/SYS/NAME/format` files (fields and print fmt text).
 //! - [`header`]: `events/header_page` and `events/header_event`.

@@ -479,6 +479,35 @@ mod tests {
         assert_eq!(instance_pid("foo"), None);
     }
 
+    /// Without root: a directory stands in for tracefs, the fake for the process table and
+    /// the calls that would change tracefs.
+    #[test]
+    fn remove_stale_removes_only_instances_of_dead_processes() {
+        let root = std::env::temp_dir().join(format!("tp-fake-tracefs-{}", std::process::id()));
+        let me = format!("tp-{}", sys::getpid());
+        for name in ["tp-2000000001", "tp-2000000002-1", "tp-2000000003", "other", &me] {
+            std::fs::create_dir_all(root.join("instances").join(name)).unwrap();
+        }
+        std::fs::create_dir_all(root.join("events")).unwrap();
+        let tfs = Tracefs::at(&root).unwrap();
+        sys::fake::install(&[2000000003]);
+        let removed = remove_stale(&tfs);
+        let calls = sys::fake::finish();
+        std::fs::remove_dir_all(&root).unwrap();
+        let mut removed = removed.unwrap();
+        removed.sort();
+        assert_eq!(removed, ["tp-2000000001", "tp-2000000002-1"]);
+        use sys::fake::Call;
+        let inst = root.join("instances");
+        for name in ["tp-2000000001", "tp-2000000002-1"] {
+            let d = inst.join(name);
+            assert!(calls.contains(&Call::Write(d.join("tracing_on"), b"0".to_vec())), "{calls:?}");
+            assert!(calls.contains(&Call::Write(d.join("set_event"), Vec::new())), "{calls:?}");
+            assert!(calls.contains(&Call::Rmdir(d)), "{calls:?}");
+        }
+        assert_eq!(calls.len(), 6, "{calls:?}");
+    }
+
     #[test]
     fn error_log_last_entry() {
         let t = "[  1.0] event filter parse error: error: Field not found\n  Command: x == 1\n            ^\n[  2.0] event filter parse error: error: Invalid operator\n  Command: pid >< 1\n               ^\n";

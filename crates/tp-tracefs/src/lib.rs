@@ -1,6 +1,7 @@
 //! The kernel side of tp: tracefs discovery, private instances, event control and per-CPU
-//! capture. Every syscall tp makes lives in this crate (in [`sys`]), and every failure names
-//! the call and the path, with errno turned into advice ([`Error`]).
+//! capture. Every syscall this crate makes lives in its private `sys` module (tests replace
+//! the process table and tracefs writes there, to run without root), and every failure
+//! names the call and the path, with errno turned into advice ([`Error`]).
 //!
 //! # Typical use
 //!
@@ -68,7 +69,7 @@ pub mod error;
 pub mod events;
 pub mod instance;
 pub mod process;
-pub mod sys;
+mod sys;
 pub mod tracefs;
 
 pub use capture::{poll_readers, Capture, CaptureConfig, CpuCapture, RawReader};

@@ -7,7 +7,6 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -23,12 +22,7 @@ pub struct GatedChild {
     program: PathBuf,
 }
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
-    Code(i32),
-    Signal(i32),
-}
+pub use crate::sys::ExitStatus;
 
 impl ExitStatus {
     /// The shell's convention: the code, or 128 + signal.
@@ -78,45 +72,13 @@ impl GatedChild {
         ptrs.push(std::ptr::null());
         let (gate_r, gate_w) = sys::pipe(0)?;
         let (err_r, err_w) = sys::pipe(0)?;
-        let (gr, ew) = (gate_r.as_raw_fd(), err_w.as_raw_fd());
-        let (gw, er) = (gate_w.as_raw_fd(), err_r.as_raw_fd());
-        // SAFETY: fork in a possibly multithreaded process: the child below only calls
-        // async-signal-safe functions (sigprocmask, read, execv, write, _exit) on memory
-        // prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(Error::sys("fork", &program, io::Error::last_os_error()));
-        }
-        if pid == 0 {
-            // SAFETY: child side of fork; see above. Nothing here allocates or locks.
-            unsafe {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-                for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD, libc::SIGPIPE] {
-                    libc::signal(s, libc::SIG_DFL);
-                }
-                // Our copies of the parent's ends: with them open, the gate would never
-                // report EOF when the parent goes away.
-                libc::close(gw);
-                libc::close(er);
-                let mut b = 0u8;
-                loop {
-                    let r = libc::read(gr, (&mut b as *mut u8).cast(), 1);
-                    if r >= 0 || *libc::__errno_location() != libc::EINTR {
-                        if r != 1 {
-                            // The parent went away before releasing us: do not run untraced.
-                            libc::_exit(126);
-                        }
-                        break;
-                    }
-                }
-                libc::execv(cprog.as_ptr(), ptrs.as_ptr());
-                let e: i32 = *libc::__errno_location();
-                libc::write(ew, (&e as *const i32).cast(), 4);
-                libc::_exit(127);
-            }
-        }
+        let pipes = sys::GatePipes {
+            gate_r: gate_r.as_raw_fd(),
+            err_w: err_w.as_raw_fd(),
+            gate_w: gate_w.as_raw_fd(),
+            err_r: err_r.as_raw_fd(),
+        };
+        let pid = sys::fork_gated(&cprog, &ptrs, &pipes, &program)?;
         drop(gate_r);
         drop(err_w);
         Ok(GatedChild { pid, gate_w: Some(gate_w), err_r, program })
@@ -162,39 +124,7 @@ impl Drop for GatedChild {
     }
 }
 
-/// waitpid: `Ok(None)` when `nohang` and the child is still running.
-pub fn wait_pid(pid: i32, nohang: bool) -> Result<Option<ExitStatus>> {
-    let mut st = 0;
-    loop {
-        // SAFETY: `st` is a valid int for waitpid to fill.
-        let r = unsafe { libc::waitpid(pid, &mut st, if nohang { libc::WNOHANG } else { 0 }) };
-        if r == 0 {
-            return Ok(None);
-        }
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(Error::sys("waitpid", format!("pid {pid}"), e));
-        }
-        if libc::WIFEXITED(st) {
-            return Ok(Some(ExitStatus::Code(libc::WEXITSTATUS(st))));
-        }
-        if libc::WIFSIGNALED(st) {
-            return Ok(Some(ExitStatus::Signal(libc::WTERMSIG(st))));
-        }
-    }
-}
-
-/// Send a signal to a process.
-pub fn kill(pid: i32, sig: i32) -> Result<()> {
-    // SAFETY: kill has no memory arguments.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        return Err(Error::sys("kill", format!("pid {pid}"), io::Error::last_os_error()));
-    }
-    Ok(())
-}
+pub use crate::sys::{kill, wait_pid};
 
 /// The thread ids of a process (`/proc/PID/task`), or an error naming the pid if it is gone.
 pub fn threads_of(pid: i32) -> Result<Vec<i32>> {
@@ -209,36 +139,21 @@ pub fn threads_of(pid: i32) -> Result<Vec<i32>> {
     Ok(names.iter().filter_map(|n| n.parse().ok()).collect())
 }
 
-/// Is this descriptor a terminal?
-pub fn is_tty(fd: RawFd) -> bool {
-    // SAFETY: isatty has no memory arguments.
-    unsafe { libc::isatty(fd) == 1 }
+pub use crate::sys::{is_tty, self_cpu_time};
+
+/// Is a process with this pid alive?
+pub fn is_alive(pid: i32) -> bool {
+    sys::process_alive(pid)
 }
 
-/// CPU time (user, system) this process has used, all threads included.
-pub fn self_cpu_time() -> (Duration, Duration) {
-    // SAFETY: rusage is plain data; all-zero is valid and getrusage fills it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
-    (tv(ru.ru_utime), tv(ru.ru_stime))
+/// Wait up to `timeout_ms` until one of `fds` is readable (or hung up); which are.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> Result<Vec<bool>> {
+    sys::poll_readable(fds, timeout_ms)
 }
 
-static SIG_PIPE_W: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    let fd = SIG_PIPE_W.load(Ordering::Relaxed);
-    if fd >= 0 {
-        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-        let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
-        // si_code <= 0: sent by a process (kill, sigqueue, tgkill); > 0: by the kernel
-        // (e.g. the terminal's Ctrl-C, which the whole foreground group receives).
-        let b = (sig as u8 & 0x7f) | if code <= 0 { 0x80 } else { 0 };
-        // SAFETY: write(2) is async-signal-safe; `b` lives for the call. A full pipe drops
-        // the byte, which is fine: a signal is already pending for the reader.
-        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
-    }
+/// Number of configured CPUs.
+pub fn cpu_count() -> usize {
+    sys::cpu_count()
 }
 
 /// One delivered signal.
@@ -255,7 +170,7 @@ pub struct Delivered {
 pub struct Signals {
     r: OwnedFd,
     _w: OwnedFd,
-    old: Vec<(i32, libc::sigaction)>,
+    old: Vec<sys::SavedHandler>,
 }
 
 impl Signals {
@@ -264,25 +179,7 @@ impl Signals {
         let (r, w) = sys::pipe(0)?;
         sys::set_nonblocking(r.as_raw_fd(), true, Path::new("(signal pipe)"))?;
         sys::set_nonblocking(w.as_raw_fd(), true, Path::new("(signal pipe)"))?;
-        SIG_PIPE_W.store(w.as_raw_fd(), Ordering::SeqCst);
-        let mut old = Vec::new();
-        for &s in sigs {
-            // SAFETY: sigaction structs are plain data; zeroed is a valid starting value.
-            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-            sa.sa_sigaction = on_signal as *const () as usize;
-            sa.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
-            // SAFETY: as above.
-            let mut prev: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: valid pointers to sigaction structs; `on_signal` is async-signal-safe.
-            if unsafe { libc::sigaction(s, &sa, &mut prev) } != 0 {
-                return Err(Error::sys(
-                    "sigaction",
-                    format!("signal {s}"),
-                    io::Error::last_os_error(),
-                ));
-            }
-            old.push((s, prev));
-        }
+        let old = sys::catch_signals(sigs, w.as_raw_fd())?;
         Ok(Signals { r, _w: w, old })
     }
 
@@ -313,10 +210,6 @@ impl Signals {
 
 impl Drop for Signals {
     fn drop(&mut self) {
-        for (s, prev) in self.old.drain(..).rev() {
-            // SAFETY: restoring the sigaction saved at install time.
-            unsafe { libc::sigaction(s, &prev, std::ptr::null_mut()) };
-        }
-        SIG_PIPE_W.store(-1, Ordering::SeqCst);
+        sys::restore_signals(std::mem::take(&mut self.old));
     }
 }

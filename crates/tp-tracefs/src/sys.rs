@@ -1,4 +1,10 @@
-//! Every system call tp makes, each wrapped so that its failure names the call and the path.
+//! Every system call tp-tracefs makes, each wrapped so that its failure names the call and
+//! the path: files and directories of tracefs, descriptors, pipes and splice, poll, CPU
+//! affinity, and processes (fork behind a gate, exec, waitpid, kill, signal handlers).
+//! Private to the crate; the rest of it and its users go through typed functions.
+//!
+//! Tests that need no root replace the process table and the calls that change tracefs with
+//! [`fake`] (after aya's `sys` module: one place to intercept the kernel).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -6,6 +12,8 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -44,6 +52,10 @@ pub fn append_file(path: &Path, data: &[u8]) -> Result<()> {
 }
 
 fn write_with(path: &Path, data: &[u8], append: bool) -> Result<()> {
+    #[cfg(test)]
+    if let Some(r) = fake::take_call(fake::Call::Write(path.into(), data.into())) {
+        return r.map_err(|e| Error::sys("write", path, e));
+    }
     let mut o = std::fs::OpenOptions::new();
     o.write(true);
     if append {
@@ -97,11 +109,19 @@ pub fn list_subdirs(path: &Path) -> Result<Vec<String>> {
 }
 
 pub fn mkdir(path: &Path) -> Result<()> {
+    #[cfg(test)]
+    if let Some(r) = fake::take_call(fake::Call::Mkdir(path.into())) {
+        return r.map_err(|e| Error::sys("mkdir", path, e));
+    }
     std::fs::create_dir(path).map_err(|e| Error::sys("mkdir", path, e))
 }
 
 /// `rmdir`, returning the raw `io::Error` so the caller can retry on EBUSY.
 pub fn rmdir(path: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    if let Some(r) = fake::take_call(fake::Call::Rmdir(path.into())) {
+        return r;
+    }
     std::fs::remove_dir(path)
 }
 
@@ -134,11 +154,6 @@ pub fn open_read(path: &Path, nonblock: bool) -> Result<OwnedFd> {
     }
     // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Create (truncate) a file for writing.
-pub fn create_file(path: &Path) -> Result<File> {
-    File::create(path).map_err(|e| Error::sys("create", path, e))
 }
 
 /// Set or clear O_NONBLOCK on a descriptor.
@@ -281,6 +296,10 @@ pub fn process_alive(pid: i32) -> bool {
     if pid <= 0 {
         return false;
     }
+    #[cfg(test)]
+    if let Some(alive) = fake::alive(pid) {
+        return alive;
+    }
     // SAFETY: signal 0 only checks for existence and permission.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
@@ -328,12 +347,6 @@ pub fn getpid() -> i32 {
     std::process::id() as i32
 }
 
-/// Effective uid.
-pub fn geteuid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// Let the calling thread run on every online CPU except `cpu` (no-op when that would leave
 /// none). Returns whether the mask was changed.
 pub fn avoid_cpu(cpu: u32) -> Result<bool> {
@@ -369,4 +382,232 @@ pub fn avoid_cpu(cpu: u32) -> Result<bool> {
         ));
     }
     Ok(true)
+}
+
+// ---- processes ----
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+/// The ends of the two pipes a gated child uses: it waits for a byte on `gate` before
+/// `exec`, and writes `exec`'s errno to `err` if `exec` fails.
+pub(crate) struct GatePipes {
+    /// The child's ends.
+    pub gate_r: RawFd,
+    pub err_w: RawFd,
+    /// The parent's ends (the child closes its copies).
+    pub gate_w: RawFd,
+    pub err_r: RawFd,
+}
+
+/// Fork a child that waits at the gate, then `execv(program, argv)` (`argv` ends with a
+/// null pointer); returns its pid. The child restores the default signal mask and
+/// handlers, and exits 126 if the gate closes unopened, 127 if `exec` fails.
+pub(crate) fn fork_gated(
+    program: &CString,
+    argv: &[*const libc::c_char],
+    p: &GatePipes,
+    what: &Path,
+) -> Result<i32> {
+    assert!(argv.last().is_some_and(|a| a.is_null()), "argv ends with a null pointer");
+    let (gr, ew, gw, er) = (p.gate_r, p.err_w, p.gate_w, p.err_r);
+    // SAFETY: fork in a possibly multithreaded process: the child below only calls
+    // async-signal-safe functions (sigprocmask, read, execv, write, _exit) on memory
+    // prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::sys("fork", what, io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: child side of fork; see above. Nothing here allocates or locks.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD, libc::SIGPIPE] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            // Our copies of the parent's ends: with them open, the gate would never
+            // report EOF when the parent goes away.
+            libc::close(gw);
+            libc::close(er);
+            let mut b = 0u8;
+            loop {
+                let r = libc::read(gr, (&mut b as *mut u8).cast(), 1);
+                if r >= 0 || *libc::__errno_location() != libc::EINTR {
+                    if r != 1 {
+                        // The parent went away before releasing us: do not run untraced.
+                        libc::_exit(126);
+                    }
+                    break;
+                }
+            }
+            libc::execv(program.as_ptr(), argv.as_ptr());
+            let e: i32 = *libc::__errno_location();
+            libc::write(ew, (&e as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    Ok(pid)
+}
+
+/// waitpid: `Ok(None)` when `nohang` and the child is still running.
+pub fn wait_pid(pid: i32, nohang: bool) -> Result<Option<ExitStatus>> {
+    let mut st = 0;
+    loop {
+        // SAFETY: `st` is a valid int for waitpid to fill.
+        let r = unsafe { libc::waitpid(pid, &mut st, if nohang { libc::WNOHANG } else { 0 }) };
+        if r == 0 {
+            return Ok(None);
+        }
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(Error::sys("waitpid", format!("pid {pid}"), e));
+        }
+        if libc::WIFEXITED(st) {
+            return Ok(Some(ExitStatus::Code(libc::WEXITSTATUS(st))));
+        }
+        if libc::WIFSIGNALED(st) {
+            return Ok(Some(ExitStatus::Signal(libc::WTERMSIG(st))));
+        }
+    }
+}
+
+/// Send a signal to a process.
+pub fn kill(pid: i32, sig: i32) -> Result<()> {
+    #[cfg(test)]
+    if let Some(r) = fake::take_call(fake::Call::Kill(pid, sig)) {
+        return r.map_err(|e| Error::sys("kill", format!("pid {pid}"), e));
+    }
+    // SAFETY: kill has no memory arguments.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(Error::sys("kill", format!("pid {pid}"), io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Is this descriptor a terminal?
+pub fn is_tty(fd: RawFd) -> bool {
+    // SAFETY: isatty has no memory arguments.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// CPU time (user, system) this process has used, all threads included.
+pub fn self_cpu_time() -> (Duration, Duration) {
+    // SAFETY: rusage is plain data; all-zero is valid and getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+// ---- signals ----
+
+static SIG_PIPE_W: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let fd = SIG_PIPE_W.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+        // si_code <= 0: sent by a process (kill, sigqueue, tgkill); > 0: by the kernel
+        // (e.g. the terminal's Ctrl-C, which the whole foreground group receives).
+        let b = (sig as u8 & 0x7f) | if code <= 0 { 0x80 } else { 0 };
+        // SAFETY: write(2) is async-signal-safe; `b` lives for the call. A full pipe drops
+        // the byte, which is fine: a signal is already pending for the reader.
+        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
+    }
+}
+
+/// A signal's handler as it was before [`catch_signals`] replaced it.
+pub(crate) struct SavedHandler(i32, libc::sigaction);
+
+/// Deliver `sigs` as one byte each to the pipe `pipe_w`: the signal number in the low 7
+/// bits, bit 7 set when a process sent it (kill) rather than the kernel. Returns the
+/// handlers it replaced, for [`restore_signals`].
+pub(crate) fn catch_signals(sigs: &[i32], pipe_w: RawFd) -> Result<Vec<SavedHandler>> {
+    SIG_PIPE_W.store(pipe_w, Ordering::SeqCst);
+    let mut old = Vec::new();
+    for &s in sigs {
+        // SAFETY: sigaction structs are plain data; zeroed is a valid starting value.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
+        // SAFETY: as above.
+        let mut prev: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to sigaction structs; `on_signal` is async-signal-safe.
+        if unsafe { libc::sigaction(s, &sa, &mut prev) } != 0 {
+            let e = io::Error::last_os_error();
+            restore_signals(old);
+            return Err(Error::sys("sigaction", format!("signal {s}"), e));
+        }
+        old.push(SavedHandler(s, prev));
+    }
+    Ok(old)
+}
+
+/// Put back the handlers [`catch_signals`] replaced; signals no longer reach the pipe.
+pub(crate) fn restore_signals(saved: Vec<SavedHandler>) {
+    for SavedHandler(s, prev) in saved.into_iter().rev() {
+        // SAFETY: restoring the sigaction saved at install time.
+        unsafe { libc::sigaction(s, &prev, std::ptr::null_mut()) };
+    }
+    SIG_PIPE_W.store(-1, Ordering::SeqCst);
+}
+
+/// The kernel replaced for tests: which pids are alive, and the calls that would change
+/// tracefs or signal a process, recorded instead of made. Per thread, so tests run in
+/// parallel; a thread without a fake makes the real calls.
+#[cfg(test)]
+pub(crate) mod fake {
+    use std::cell::RefCell;
+    use std::io;
+    use std::path::PathBuf;
+
+    /// A call the fake took instead of the kernel.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Call {
+        Write(PathBuf, Vec<u8>),
+        Mkdir(PathBuf),
+        Rmdir(PathBuf),
+        Kill(i32, i32),
+    }
+
+    #[derive(Debug, Default)]
+    pub(crate) struct Fake {
+        /// The pids `process_alive` says are alive.
+        pub alive: Vec<i32>,
+        /// The calls made, in order.
+        pub calls: Vec<Call>,
+    }
+
+    thread_local! {
+        static FAKE: RefCell<Option<Fake>> = const { RefCell::new(None) };
+    }
+
+    /// Replace the kernel for this thread until [`finish`].
+    pub(crate) fn install(alive: &[i32]) {
+        FAKE.with(|f| *f.borrow_mut() = Some(Fake { alive: alive.to_vec(), calls: Vec::new() }));
+    }
+
+    /// Stop faking; the calls recorded.
+    pub(crate) fn finish() -> Vec<Call> {
+        FAKE.with(|f| f.borrow_mut().take()).map(|f| f.calls).unwrap_or_default()
+    }
+
+    pub(super) fn take_call(c: Call) -> Option<io::Result<()>> {
+        FAKE.with(|f| f.borrow_mut().as_mut().map(|f| f.calls.push(c))).map(Ok)
+    }
+
+    pub(super) fn alive(pid: i32) -> Option<bool> {
+        FAKE.with(|f| f.borrow().as_ref().map(|f| f.alive.contains(&pid)))
+    }
 }
