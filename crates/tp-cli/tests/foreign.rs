@@ -113,6 +113,7 @@ fn sym(m: &Machine, name: &str) -> u64 {
 }
 
 const FUNCTION: u16 = 1;
+const KERNEL_STACK: u16 = 4;
 const GRAPH_EXIT: u16 = 10;
 const GRAPH_ENTRY: u16 = 11;
 const IRQ_HANDLER_ENTRY: u16 = 100;
@@ -160,6 +161,12 @@ fn ftrace_formats(m: &Machine) -> Vec<String> {
             FUNCTION,
             &[("unsigned long ip", 8, l, false), ("unsigned long parent_ip", 8 + l, l, false)],
             "\" %lx <-- %lx\", REC->ip, REC->parent_ip",
+        ),
+        format_text(
+            "kernel_stack",
+            KERNEL_STACK,
+            &[("int size", 8, 4, true), ("unsigned long caller[8]", 8 + l, 8 * l, false)],
+            "\"\\t=> (%08lx)\\n\", REC->caller[0]",
         ),
         format_text(
             "funcgraph_exit",
@@ -217,6 +224,19 @@ impl<'m> Script<'m> {
         self.events.push((cpu, ts, r.b));
     }
 
+    /// A kernel stack of `callers` (ended by ULONG_MAX, as the kernel fills the array).
+    fn stack(&mut self, cpu: u32, ts: u64, pid: i32, callers: &[u64]) {
+        let l = self.m.long;
+        // `caller` follows `size` at long alignment.
+        let mut r = Rec::new(self.m, KERNEL_STACK, 0x01, 0, pid, 8 + l + 8 * l);
+        r.put(8, 8, 4);
+        for i in 0..8 {
+            let v = callers.get(i).copied().unwrap_or(u64::MAX >> (64 - 8 * l));
+            r.put(8 + l + i * l, v, l);
+        }
+        self.events.push((cpu, ts, r.b));
+    }
+
     fn entry(&mut self, cpu: u32, ts: u64, pid: i32, func: &str, depth: u32) {
         let l = self.m.long;
         let mut r = Rec::new(self.m, GRAPH_ENTRY, 0x01, 1, pid, 8 + l + 4);
@@ -255,6 +275,7 @@ fn script(m: &Machine) -> Vec<Event> {
     let t = 100 * S;
     s.function(0, t + 10 * US, 1181, 0, sym(m, "vfs_read") + 4, sym(m, "ksys_read") + 0x33);
     s.function(0, t + 20 * US, 1181, 0x12, sym(m, "irq_exit"), sym(m, "do_IRQ") + 0x9c);
+    s.stack(0, t + 30 * US, 1181, &[sym(m, "vfs_read") + 4, sym(m, "ksys_read") + 0x33]);
     s.entry(0, t + 100 * US, 35, "do_IRQ", 0);
     s.entry(0, t + 101 * US, 35, "irq_enter", 1);
     s.exit(0, t + 102 * US, 35, "irq_enter", 1, 715);
@@ -276,6 +297,9 @@ fn expected_bodies(m: &Machine) -> Vec<&'static str> {
     let mut v = vec![
         "vfs_read <-ksys_read",
         "irq_exit <-do_IRQ",
+        "<stack trace>",
+        " => vfs_read",
+        " => ksys_read",
         "              |  do_IRQ() {",
         "  0.715 us    |    irq_enter();",
         "              |    handle_irq() {",
@@ -419,7 +443,7 @@ fn four_latency_columns_before_5_15_and_five_after() {
     let want = "\
 # tracer: nop
 #
-# entries-in-buffer/entries-written: 10/10   #P:1
+# entries-in-buffer/entries-written: 11/11   #P:1
 #
 #                              _-----=> irqs-off
 #                             / _----=> need-resched
@@ -430,6 +454,9 @@ fn four_latency_columns_before_5_15_and_five_after() {
 #              | |       |   ||||       |         |
             bash-1181  [000] d...   100.000010: vfs_read <-ksys_read
             bash-1181  [000] d..12   100.000020: irq_exit <-do_IRQ
+            bash-1181  [000] d...   100.000030: <stack trace>
+ => vfs_read
+ => ksys_read
     kworker/u2:2-35    [000] d..1   100.000100:               |  do_IRQ() {
     kworker/u2:2-35    [000] d..1   100.000101:   0.715 us    |    irq_enter();
     kworker/u2:2-35    [000] d..1   100.000103:               |    handle_irq() {
