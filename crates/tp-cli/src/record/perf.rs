@@ -10,7 +10,7 @@
 //!
 //! Per CPU one ring buffer (the first event's; the others are redirected into it with
 //! SET_OUTPUT); the first event also carries the COMM/MMAP2/FORK/EXIT side records; every
-//! record has its sample id (`sample_id_all`, IDENTIFIER) and times are CLOCK_MONOTONIC
+//! record has its sample id (`sample_id_all`; IDENTIFIER with several events) and times are CLOCK_MONOTONIC
 //! (`use_clockid`). Records go from the rings to the file as the kernel wrote them, with a
 //! FINISHED_ROUND after each pass; PERF_RECORD_LOST / LOST_SAMPLES are counted per CPU.
 
@@ -66,7 +66,7 @@ pub struct Request<'a> {
     pub quiet: bool,
 }
 
-fn sampling_of(ev: &Event, o: &PerfOpts, first: bool) -> Sampling {
+fn sampling_of(ev: &Event, o: &PerfOpts, first: bool, several: bool) -> Sampling {
     use pd::sample as s;
     let every_hit = matches!(ev.class, Class::Tracepoint | Class::Breakpoint);
     let (period, freq) = match (o.period, o.freq) {
@@ -75,7 +75,12 @@ fn sampling_of(ev: &Event, o: &PerfOpts, first: bool) -> Sampling {
         (None, _) if every_hit => (1, false),
         _ => (DEFAULT_FREQ, true),
     };
-    let mut sample_type = s::IDENTIFIER | s::IP | s::TID | s::TIME | s::CPU | s::PERIOD;
+    let mut sample_type = s::IP | s::TID | s::TIME | s::CPU | s::PERIOD;
+    // Several events: each record says whose it is (at one place, as perf requires); one
+    // event needs no id (8 bytes less per sample).
+    if several {
+        sample_type |= s::IDENTIFIER;
+    }
     if ev.class == Class::Tracepoint {
         sample_type |= s::RAW;
     }
@@ -143,7 +148,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut counters: Vec<Counter> = Vec::new();
     let mut start_line = Vec::new();
     for (i, ev) in evs.iter().enumerate() {
-        let s = sampling_of(ev, req.opts, i == 0);
+        let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1);
         let o = CounterOptions {
             inherit: child.is_some(),
             enable_on_exec: child.is_some(),

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Sampling a tracepoint on every hit through perf_event_open: `tp record --perf` against
+# `perf record` with the same attr, in one run.
+#
+#   bench/perf-record-overhead.sh [CALLS] [ROUNDS]     (root; run from the repository root)
+#
+# Workload: ../shared/peers/load/syscall-load.c (or $LOAD_SRC), CALLS getppid() calls
+# (default 2,000,000), each one raw_syscalls:sys_enter. It prints its own loop time.
+# Configurations, interleaved ROUNDS times (default 3):
+#   alone   the load, nothing recording
+#   perf    perf record -e raw_syscalls:sys_enter -c 1 -- LOAD    (perf's default ring)
+#   tp      tp record --perf -e raw_syscalls:sys_enter --period 1 -- LOAD
+# For each: loop time (median, range); per round the samples in the file, "missing" = CALLS
+# minus samples (the load's own start-up syscalls are sampled too, so a lossless round shows
+# about -34), the LOST / LOST_SAMPLES records (each stands for a run of dropped samples), all
+# as `perf report --stats` counts them in either file, and the file size.
+set -euo pipefail
+CALLS=${1:-2000000}
+ROUNDS=${2:-3}
+here=$(cd "$(dirname "$0")/.." && pwd)
+src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
+work=$(mktemp -d /tmp/tp-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT INT TERM
+
+[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
+perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
+gcc -O2 -o "$work/load" "$src"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
+(cd "$here" && cargo build --release -q -p tp-cli)
+TP="$CARGO_TARGET_DIR/release/tp"
+
+loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
+stat_of() { # file, what (SAMPLE, LOST, LOST_SAMPLES): the count perf report --stats gives
+  perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
+}
+
+declare -A LOOP INFO
+for r in $(seq "$ROUNDS"); do
+  "$work/load" "$CALLS" > "$work/out"
+  LOOP[alone]+="$(loop_ns "$work/out") "
+  for tool in perf tp; do
+    rm -f "$work/$tool.data"
+    if [ "$tool" = perf ]; then
+      perf record -q -e raw_syscalls:sys_enter -c 1 -o "$work/perf.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
+    else
+      "$TP" record -q --perf -e raw_syscalls:sys_enter --period 1 -o "$work/tp.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
+    fi
+    LOOP[$tool]+="$(loop_ns "$work/out") "
+    s=$(stat_of "$work/$tool.data" SAMPLE); l=$(stat_of "$work/$tool.data" LOST); ls=$(stat_of "$work/$tool.data" LOST_SAMPLES)
+    # LOST records count chunks; the samples they stand for are the difference to CALLS.
+    INFO[$tool]+="round $r: samples ${s:-0} (missing $(( CALLS - ${s:-0} ))), LOST records ${l:-0}, LOST_SAMPLES records ${ls:-0}, $(( $(stat -c %s "$work/$tool.data") / 1048576 )) MiB"$'\n'
+  done
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+range() { tr ' ' '\n' | grep . | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo / 1e6, hi / 1e6 }'; }
+echo "raw_syscalls:sys_enter sampled on every hit: $CALLS getppid() calls, $ROUNDS rounds (loop ms: median, range)"
+for n in alone perf tp; do
+  printf '%-6s %10.0f  %s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range)"
+done
+awk -v a="$(echo "${LOOP[alone]}" | median)" -v p="$(echo "${LOOP[perf]}" | median)" -v t="$(echo "${LOOP[tp]}" | median)" \
+  'BEGIN { printf "loop: perf/alone %.2fx  tp/alone %.2fx  tp/perf %.2fx\n", p / a, t / a, t / p }'
+for n in perf tp; do echo "$n:"; printf '%s' "${INFO[$n]}" | sed 's/^/  /'; done
