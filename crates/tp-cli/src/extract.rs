@@ -1,6 +1,7 @@
 //! `tp extract [-B NAME] -o FILE`: write a tracefs buffer's current contents to a trace.dat
 //! file without changing any setting (like `trace-cmd extract`). Reading `trace_pipe_raw`
-//! consumes the pages, as any reader does; nothing else in tracefs is written.
+//! consumes the pages, as any reader does (and as `trace-cmd extract` does); nothing else in
+//! tracefs is written. An instance's buffer keeps its name in the file (`tp report -B NAME`).
 
 use std::path::PathBuf;
 
@@ -12,7 +13,8 @@ use crate::record::Compression;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The instance to extract (default: the top-level buffer).
+    /// The instance to extract (default: the top-level buffer); the file names its buffer
+    /// NAME, as trace-cmd does. Its pages are consumed: a second extract finds them gone.
     #[arg(short = 'B', long = "instance", value_name = "NAME")]
     pub instance: Option<String>,
     #[command(flatten)]

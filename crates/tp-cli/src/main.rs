@@ -1,7 +1,7 @@
 //! The `tp` command. One module per subcommand; each has `Args` (clap) and
 //! `run(args) -> anyhow::Result<i32>` returning the process exit status.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod analyze;
 mod convert;
@@ -14,7 +14,7 @@ mod stat;
 mod stream;
 
 #[derive(Parser)]
-#[command(name = "tp", version, about = "Linux tracepoints: record, report, list, format")]
+#[command(name = "tp", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,7 +30,8 @@ enum Command {
     Format(format::Args),
     /// Record kernel tracepoints into a trace.dat file.
     Record(record::Args),
-    /// Write a tracefs buffer's current contents to a trace.dat file.
+    /// Write a tracefs buffer's contents to a trace.dat file (reading consumes them, as
+    /// `trace-cmd extract` does).
     Extract(extract::Args),
     /// Print events live as the kernel renders them (like trace_pipe).
     Stream(stream::Args),
@@ -47,7 +48,11 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // The first line of `tp --help` names every subcommand.
+    let names: Vec<String> =
+        Cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect();
+    let cmd = Cli::command().about(format!("Linux tracepoints: {}", names.join(", ")));
+    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Report(a) => report::run(a),
         Command::List(a) => list::run(a),

@@ -335,18 +335,39 @@ fn display_name(name: &str) -> &str {
 /// Events overwritten in the buffer (`overrun:` summed over CPUs) per the CPU stats the
 /// file saved for `buffer` (stats before the first `Buffer:` line are the top level's).
 fn stats_overrun(cpustats: &str, buffer: &str) -> u64 {
+    stats_of(cpustats, buffer)
+        .iter()
+        .filter_map(|l| l.strip_prefix("overrun:"))
+        .map(|v| v.trim().parse::<u64>().unwrap_or(0))
+        .sum()
+}
+
+/// The lines of `buffer`'s CPU stats (those before the first `Buffer:` line are the top
+/// level's), each CPU's introduced by `CPU: N` (files that lack it get it by position: each
+/// CPU's text starts with `entries:`).
+fn stats_of(cpustats: &str, buffer: &str) -> Vec<String> {
     let mut in_buffer = buffer.is_empty();
-    let mut overrun = 0;
+    let mut lines = Vec::new();
     for line in cpustats.lines() {
         if let Some(name) = line.strip_prefix("Buffer: ") {
             in_buffer = name.trim() == buffer;
-        } else if let Some(v) = line.strip_prefix("overrun:") {
-            if in_buffer {
-                overrun += v.trim().parse::<u64>().unwrap_or(0);
-            }
+        } else if in_buffer && !line.trim().is_empty() {
+            lines.push(line.to_string());
         }
     }
-    overrun
+    if !lines.iter().any(|l| l.starts_with("CPU:")) {
+        let mut cpu = 0;
+        let mut labelled = Vec::new();
+        for l in lines {
+            if l.starts_with("entries:") {
+                labelled.push(format!("CPU: {cpu}"));
+                cpu += 1;
+            }
+            labelled.push(l);
+        }
+        lines = labelled;
+    }
+    lines
 }
 
 /// Whether a buffer is worth printing: it has an event, or an error to report (a damaged
@@ -462,10 +483,12 @@ impl Stat {
             };
             let _ = writeln!(out, "  CPU{cpu:<3} {n:>10}{extra}");
         }
-        if !cpustats.is_empty() {
+        let stats = stats_of(cpustats, buffer);
+        if !stats.is_empty() {
             let _ = writeln!(out, "\nCPU stats saved in the file:");
-            for line in cpustats.lines() {
-                let _ = writeln!(out, "  {line}");
+            for line in stats {
+                let _ =
+                    writeln!(out, "  {}{line}", if line.starts_with("CPU:") { "" } else { "  " });
             }
         }
     }

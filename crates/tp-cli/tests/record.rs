@@ -681,7 +681,28 @@ fn extract_writes_a_buffer_without_changing_settings() {
     let out = tp(&["extract", "-B", inst.name(), "-o", f.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(snap(), before);
-    assert_eq!(count_getppid(&report_lines(&f), Some(tid as i32)), 4321);
+    // The buffer's lines carry its name (`NAME: ` before the task).
+    let named = |f: &Path| -> Vec<String> {
+        let prefix = format!("{}: ", inst.name());
+        report_lines(f).iter().filter_map(|l| l.strip_prefix(&prefix)).map(str::to_string).collect()
+    };
+    assert_eq!(count_getppid(&named(&f), Some(tid as i32)), 4321);
+    // The file names the buffer after the instance, as trace-cmd does.
+    let out = tp(&["report", "-B", inst.name(), "-i", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text.matches(" sys_enter: NR 110 (").count(), 4321);
+    let out = tp(&["report", "--stat", "-i", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(&format!("buffer: {}\n", inst.name())), "{text}");
+    assert!(text.contains("\n  CPU: 0\n    entries:"), "{text}");
+    // Reading consumed the pages, and --help says so.
+    let again = t.file("again.dat");
+    let out = tp(&["extract", "-B", inst.name(), "-o", again.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(count_getppid(&named(&again), Some(tid as i32)), 0);
+    let help = String::from_utf8_lossy(&tp(&["extract", "--help"]).stdout).into_owned();
+    assert!(help.contains("consume"), "{help}");
     inst.remove().unwrap();
 }
 
@@ -992,4 +1013,23 @@ fn a_mistyped_kernel_event_is_an_error_with_suggestions() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("did you mean sched:sched_switch?"), "{err}");
+}
+
+/// The first line of `tp --help` names every subcommand.
+#[test]
+fn help_names_every_subcommand() {
+    let help = String::from_utf8_lossy(&tp(&["--help"]).stdout).into_owned();
+    let first = help.lines().next().unwrap_or_default();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 6, "{help}");
+    for c in commands {
+        assert!(first.contains(c), "{c} missing from {first:?}");
+    }
 }

@@ -126,6 +126,10 @@ fn user_events_interleave_with_kernel_events() {
     let tmp = Tmp::new("merge");
     let (file, tp_pid, err) = record(&tmp);
     assert!(err.contains("own tracepoints are in buffers timeline-"), "{err}");
+    // --stat: the kernel's CPU stats once, under the kernel's buffer, each CPU labelled.
+    let stat = text(&run(Command::new(TP).args(["report", "--stat", "-i"]).arg(&file)).stdout);
+    assert_eq!(stat.matches("CPU stats saved in the file:").count(), 1, "{stat}");
+    assert!(stat.contains("\n  CPU: 0\n    entries:"), "{stat}");
     let report = text(&run(Command::new(TP).arg("report").arg("-i").arg(&file)).stdout);
     let lines: Vec<&str> = report.lines().collect();
     let events: Vec<(usize, Ev<'_>)> =

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use tp_tracefs::{CpuStats, EventId, Instance, Tracefs};
 
 /// Everything a trace.dat holds besides the per-CPU pages.
-#[allow(dead_code)] // kernel_release, saved_tgids, clock_text, instance: not in the writer's metadata yet
+#[allow(dead_code)] // kernel_release, saved_tgids, clock_text: not in the writer's metadata yet
 #[derive(Debug, Clone)]
 pub struct Metadata {
     pub header_page: String,
@@ -35,7 +35,8 @@ pub struct Metadata {
     pub stats: Vec<CpuStats>,
     /// CPUs of the machine (per_cpu directories).
     pub cpu_count: u32,
-    /// Instance name ("" for the top-level buffer).
+    /// The buffer's name in the file: the instance's, or "" for the top-level buffer and
+    /// tp's private instance.
     pub instance: String,
 }
 
@@ -91,7 +92,9 @@ impl Metadata {
             clock,
             cpu_count: inst.cpus()?.len() as u32,
             stats,
-            instance: inst.name().to_string(),
+            // A buffer given by name keeps it in the file, as trace-cmd does (`tp report -B
+            // NAME`); tp's private instance is the file's top-level buffer.
+            instance: if inst.is_owned() { String::new() } else { inst.name().to_string() },
         })
     }
 }
@@ -201,7 +204,7 @@ pub fn write_tracedat_with_user(
         tgids: meta.saved_tgids.clone(),
         clock: meta.clock.clone(),
         uname: Some(meta.uname.clone()),
-        cpustats: stats.iter().map(|s| s.text.clone()).collect(),
+        cpustats: cpustats(&meta.instance, &stats),
         // A program's buffer has one stream per thread, maybe more than the CPUs.
         cpu_count: user
             .iter()
@@ -217,7 +220,7 @@ pub fn write_tracedat_with_user(
             pages: Box::new(std::io::BufReader::with_capacity(1 << 20, f)),
         });
     }
-    let mut buffers = vec![td::BufferPages { name: String::new(), cpus: sources }];
+    let mut buffers = vec![td::BufferPages { name: meta.instance.clone(), cpus: sources }];
     buffers.extend(super::user::buffers(user)?);
     let wopts = td::WriterOptions {
         version: opts.version,
@@ -242,6 +245,23 @@ pub fn write_tracedat_with_user(
     std::fs::rename(&tmp, out)
         .with_context(|| format!("rename {} to {}", tmp.display(), out.display()))?;
     Ok(())
+}
+
+/// The CPUSTAT texts as trace-cmd writes them: `CPU: N` before each CPU's stats, and a
+/// named buffer's introduced by `Buffer: NAME`.
+fn cpustats(buffer: &str, stats: &[&CpuStats]) -> Vec<String> {
+    stats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let head = if i == 0 && !buffer.is_empty() {
+                format!("\nBuffer: {buffer}\n\n")
+            } else {
+                String::new()
+            };
+            format!("{head}CPU: {}\n{}", s.cpu, s.text)
+        })
+        .collect()
 }
 
 fn tmp_name(out: &Path) -> PathBuf {
