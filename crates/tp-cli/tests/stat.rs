@@ -443,3 +443,34 @@ fn record_perf_door_software_tracepoint_and_breakpoint() {
     assert!(r.status.success(), "{}", stderr(&r));
     let _ = std::fs::remove_file(&f);
 }
+
+/// cpu-clock sampling: perf report resolves kernel symbols (tp writes perf's kernel map) and
+/// user symbols (the kernel's MMAP2 records), and tp report shows every sample perf script
+/// shows.
+#[test]
+fn record_perf_door_sampling_symbols_and_tp_report() {
+    let l = load().to_str().unwrap();
+    let f = load().parent().unwrap().join("clock.data");
+    let o = Command::new(TP)
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "4000", "-o"])
+        .arg(&f)
+        .args(["--", l, "getppid", "400000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = perf_script(&f);
+    assert!(script.len() > 10, "{script:?}");
+    let r = Command::new("perf").args(["report", "--stdio", "-i"]).arg(&f).output().unwrap();
+    let report = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        report.lines().any(|l| l.contains("[kernel.kallsyms]") && l.contains("[k] ")),
+        "{report}"
+    );
+    assert!(report.contains("[.] main") || report.contains("[.] syscall"), "{report}");
+    let tp = Command::new(TP).args(["report", "-i"]).arg(&f).output().unwrap();
+    assert!(tp.status.success(), "{}", stderr(&tp));
+    let tp_lines =
+        String::from_utf8_lossy(&tp.stdout).lines().filter(|l| l.contains("cpu-clock:")).count();
+    assert_eq!(tp_lines, script.len());
+    let _ = std::fs::remove_file(&f);
+}

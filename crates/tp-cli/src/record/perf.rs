@@ -174,6 +174,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         .with_context(|| format!("create {}", out_path.display()))?;
     let mut w = Writer::new(std::io::BufWriter::with_capacity(1 << 20, file), attrs)
         .with_context(|| format!("writing {}", out_path.display()))?;
+    kernel_map(&mut w).with_context(|| format!("writing {}", out_path.display()))?;
     if !req.quiet {
         eprintln!(
             "tp: recording through perf_event_open into {}: {}; {} CPUs, {} KiB ring each, CLOCK_MONOTONIC",
@@ -261,6 +262,31 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         );
     }
     Ok(status)
+}
+
+/// perf's synthesized map of the kernel (`[kernel.kallsyms]_text` from `_text` on, pid -1),
+/// so perf report and perf script resolve kernel addresses through /proc/kallsyms. Without
+/// a readable `_text` (kptr_restrict) none is written and kernel addresses stay raw.
+fn kernel_map<W: std::io::Write + std::io::Seek>(w: &mut Writer<W>) -> Result<(), pd::Error> {
+    let Ok(syms) = std::fs::read_to_string("/proc/kallsyms") else { return Ok(()) };
+    let text = syms.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (addr, _, name) = (f.next()?, f.next()?, f.next()?);
+        (name == "_text").then(|| u64::from_str_radix(addr, 16).ok()).flatten()
+    });
+    let Some(text) = text.filter(|&a| a != 0) else { return Ok(()) };
+    let map = pd::record::Mmap {
+        pid: u32::MAX,
+        tid: 0,
+        addr: text,
+        len: u64::MAX - text,
+        pgoff: text,
+        file: None,
+        prot: 0,
+        flags: 0,
+        filename: "[kernel.kallsyms]_text",
+    };
+    w.write(0, &pd::Record::Mmap(map, pd::SampleId::default()))
 }
 
 fn features(tfs: Option<&tp_tracefs::Tracefs>) -> Features {
