@@ -6,12 +6,13 @@ use std::io::Write;
 
 use anyhow::Context;
 use tp_format::funcgraph::{Graph, Out, Pairing};
+use tp_format::glob::glob_match;
 use tp_format::render::{Common, Options, Renderer};
 use tp_format::text::{self, Columns, Layout};
-use tp_format::tracedat::{Item, TraceDat};
-use tp_tracefs::events::glob_match;
+use tp_format::tracedat::{BufferKind, Item, TraceDat};
 
-use pipeline::Mode;
+use pipeline::{Mode, Place};
+use std::fs::File;
 
 mod count;
 mod perf;
@@ -71,41 +72,63 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Formats are parsed below: only the events the trace has when it is counted first.
     let mut dat =
         TraceDat::open_file_lazy(file).with_context(|| format!("cannot read {}", args.input))?;
-    let buffers: Vec<usize> = match &args.buffer {
-        Some(name) => {
-            let i = dat.buffers().iter().position(|b| &b.name == name).with_context(|| {
-                let names: Vec<_> = dat.buffers().iter().map(|b| format!("{:?}", b.name)).collect();
-                format!("no buffer {name:?} in {} (it has {})", args.input, names.join(", "))
-            })?;
-            vec![i]
-        }
-        // By default every buffer with events: `trace-cmd extract -B` also stores the
-        // (empty) top-level buffer.
-        None => {
-            let mut with_events = Vec::new();
-            for b in 0..dat.buffers().len() {
-                if has_events_or_errors(&dat, b)? {
-                    with_events.push(b);
-                }
-            }
-            if with_events.is_empty() {
-                with_events = (0..dat.buffers().len().min(1)).collect();
-            }
-            with_events
-        }
-    };
-    // The header's event count (the kernel counts what is in the buffer and adds what was
-    // overwritten; saved stats are read after the capture drained the buffer, so count the
-    // file). The count also says which events occur: only their formats are parsed.
+    let buffers = chosen_buffers(&args, &dat)?;
     let header = !args.json && !args.no_header && !args.stat;
+    let counts = load_formats(&args, &mut dat, &buffers, header)?;
+    let renderer = renderer_for(&args, &mut dat);
+    let wanted = EventFilter::new(&args.events, &renderer)?;
+    let status = if args.stat {
+        print_stats(&args, &dat, &buffers, &renderer, &wanted)?
+    } else {
+        print_events(&args, &dat, &buffers, header.then_some(&counts[..]), &renderer, &wanted)?
+    };
+    // The process ends now: freeing thousands of formats and the symbol table would only
+    // cost time.
+    std::mem::forget(renderer);
+    std::mem::forget(dat);
+    Ok(status)
+}
+
+/// The buffers to print: `-B NAME`, else every buffer with events (`trace-cmd extract -B`
+/// also stores the empty top-level buffer) or errors, else the first.
+fn chosen_buffers(args: &Args, dat: &TraceDat<File>) -> anyhow::Result<Vec<usize>> {
+    if let Some(name) = &args.buffer {
+        let i = dat.buffers().iter().position(|b| &b.name == name).with_context(|| {
+            let names: Vec<_> = dat.buffers().iter().map(|b| format!("{:?}", b.name)).collect();
+            format!("no buffer {name:?} in {} (it has {})", args.input, names.join(", "))
+        })?;
+        return Ok(vec![i]);
+    }
+    let mut with_events = Vec::new();
+    for b in 0..dat.buffers().len() {
+        if has_events_or_errors(dat, b)? {
+            with_events.push(b);
+        }
+    }
+    if with_events.is_empty() {
+        with_events = (0..dat.buffers().len().min(1)).collect();
+    }
+    Ok(with_events)
+}
+
+/// Parse the event formats the report needs; with a `header`, count each buffer's events
+/// first (the kernel's header counts what is in the buffer and adds what was overwritten;
+/// saved stats are read after the capture drained the buffer, so the file is counted) and
+/// parse only the formats of the events that occur. Returns the counts.
+fn load_formats(
+    args: &Args,
+    dat: &mut TraceDat<File>,
+    buffers: &[usize],
+    header: bool,
+) -> anyhow::Result<Vec<u64>> {
     let mut counts = Vec::new();
     if header {
         let mut ids = vec![0u64; 1 << 10];
         std::thread::scope(|s| -> anyhow::Result<()> {
             // Meanwhile another core builds the symbol table the renderers will need.
             s.spawn(|| dat.kallsyms().is_empty());
-            for &b in &buffers {
-                counts.push(count::count_events(&dat, b, &mut ids)?);
+            for &b in buffers {
+                counts.push(count::count_events(dat, b, &mut ids)?);
             }
             Ok(())
         })?;
@@ -120,6 +143,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for e in dat.format_errors() {
         eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
     }
+    Ok(counts)
+}
+
+/// The renderer, with the file's formats and tables moved into it (the records need only
+/// the file, the layout and the buffers).
+fn renderer_for(args: &Args, dat: &mut TraceDat<File>) -> Renderer {
     // Lines as the recording kernel printed them: its uname, else what its formats imply
     // (all of them parsed for that), else this kernel's.
     let layout = match dat.uname().and_then(Layout::for_uname) {
@@ -129,140 +158,152 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Layout::implied_by(dat.events())
         }
     };
-    let layout = layout.unwrap_or_default();
     let clock = dat.clock().unwrap_or("local");
     let options = Options {
-        columns: Columns { tgid: args.tgid, layout, ..Columns::default() },
+        columns: Columns {
+            tgid: args.tgid,
+            layout: layout.unwrap_or_default(),
+            ..Columns::default()
+        },
         ts_in_ns: dat.tsc2nsec().is_some() || text::clock_is_ns(clock),
         big_endian: dat.big_endian(),
         long_size: dat.long_size(),
     };
-    // Moved, not copied: the records need only the file, the layout and the buffers.
     let (formats, tables) = dat.take_render_tables();
-    let renderer = Renderer::new(formats, tables, options);
-    let wanted = EventFilter::new(&args.events, &renderer)?;
+    Renderer::new(formats, tables, options)
+}
 
+/// Print the events of `buffers`: several (e.g. the kernel's and a program's own
+/// tracepoints from `tp record`) are merged into one timeline, as trace-cmd report prints
+/// them, named buffers' lines prefixed with `NAME: `; with `-B`, one. `counts` (each
+/// buffer's events) when the header block is printed. Returns the exit status.
+fn print_events(
+    args: &Args,
+    dat: &TraceDat<File>,
+    buffers: &[usize],
+    counts: Option<&[u64]>,
+    renderer: &Renderer,
+    wanted: &EventFilter,
+) -> anyhow::Result<i32> {
+    let mut out = Output::new();
+    if let Some(counts) = counts {
+        let entries: u64 = counts.iter().sum();
+        let overrun: u64 =
+            buffers.iter().map(|&b| stats_overrun(dat.cpustats(), &dat.buffers()[b].name)).sum();
+        let ncpus = dat.cpu_count().map_or(dat.buffers()[buffers[0]].cpus.len(), |c| c as usize);
+        text::write_header(
+            &mut out.buf,
+            entries,
+            entries + overrun,
+            ncpus,
+            renderer.options.columns,
+        );
+    }
+    // The workers own stdout while they run: what this thread has written goes first.
+    out.flush()?;
+    if let Some(&b) = buffers.iter().find(|&&b| dat.buffers()[b].kind == BufferKind::Latency) {
+        // The reader's error: the buffer holds a latency tracer's text, not records.
+        dat.records(b)?;
+    }
+    // Each page source is numbered; `places` says which buffer and CPU it is.
+    let mut sources = Vec::new();
+    let mut places = Vec::new();
+    for (k, &b) in buffers.iter().enumerate() {
+        for (i, c) in dat.buffers()[b].cpus.iter().enumerate() {
+            sources.push((places.len() as u32, dat.page_source(b, i)?));
+            places.push(Place { buffer: k as u16, cpu: c.cpu });
+        }
+    }
+    let names: Vec<String> = match buffers {
+        [_] => Vec::new(),
+        _ => buffers.iter().map(|&b| dat.buffers()[b].name.clone()).collect(),
+    };
+    let records = tp_format::tracedat::Records::new(dat.layout(), sources);
+    let errors =
+        render_records(args, wanted, renderer, &names, &places, records, |ts| dat.adjust_ts(ts))?;
+    out.flush()?;
+    Ok(if errors > 0 { 1 } else { 0 })
+}
+
+/// `--stat`: per buffer, events per type and CPU and lost events. Returns the exit status.
+fn print_stats(
+    args: &Args,
+    dat: &TraceDat<File>,
+    buffers: &[usize],
+    renderer: &Renderer,
+    wanted: &EventFilter,
+) -> anyhow::Result<i32> {
     let mut out = Output::new();
     let mut status = 0;
-    let mode = match (args.json, args.raw) {
-        (true, _) => Mode::Json,
-        (_, true) => Mode::Raw,
-        _ => Mode::Text,
-    };
-    if !args.stat && args.buffer.is_none() && buffers.len() > 1 {
-        // Several buffers (e.g. the kernel's and a program's own tracepoints from
-        // `tp record`): one timeline, as trace-cmd report prints them, named buffers'
-        // lines prefixed with `NAME: `.
-        if header {
-            let entries: u64 = counts.iter().sum();
-            let overrun: u64 = buffers
-                .iter()
-                .map(|&b| stats_overrun(dat.cpustats(), &dat.buffers()[b].name))
-                .sum();
-            let ncpus = dat.cpu_count().map(|c| c as usize).unwrap_or(dat.buffers()[0].cpus.len());
-            text::write_header(&mut out.buf, entries, entries + overrun, ncpus, options.columns);
-        }
-        out.flush()?;
-        let mut sources = Vec::new();
-        for (k, &b) in buffers.iter().enumerate() {
-            for (i, c) in dat.buffers()[b].cpus.iter().enumerate() {
-                let id = ((k as u32) << pipeline::CPU_BITS) | c.cpu;
-                sources.push((id, dat.page_source(b, i)?));
-            }
-        }
-        let names: Vec<String> = buffers.iter().map(|&b| dat.buffers()[b].name.clone()).collect();
-        let records = tp_format::tracedat::Records::new(dat.layout(), sources);
-        let errors = render_records(&args, &wanted, &renderer, mode, &names, records, |ts| {
-            dat.adjust_ts(ts)
-        })?;
-        out.flush()?;
-        std::mem::forget(renderer);
-        std::mem::forget(dat);
-        return Ok(if errors > 0 { 1 } else { 0 });
-    }
-    for (k, &b) in buffers.iter().enumerate() {
-        if buffers.len() > 1 && !args.json {
+    for &b in buffers {
+        if buffers.len() > 1 {
             out.buf.push_str(&format!("# buffer: {}\n", display_name(&dat.buffers()[b].name)));
         }
-        if args.stat {
-            let mut stat = Stat::default();
-            let mut records = dat.records(b)?;
-            while let Some(item) = records.next() {
-                match item {
-                    Ok(Item::Event(r)) => {
-                        if let Some(c) = select(&args, &wanted, &renderer, r.cpu, r.data) {
-                            stat.event(c.id, r.cpu, dat.adjust_ts(r.ts));
-                        }
-                    }
-                    Ok(Item::Lost(l)) => {
-                        if args.cpus.is_empty() || args.cpus.contains(&l.cpu) {
-                            stat.lost(l.cpu, l.count);
-                        }
-                    }
-                    Err(e) => {
-                        out.flush()?;
-                        eprintln!("tp: {}: {e}", args.input);
-                        status = 1;
+        let mut stat = Stat::default();
+        let mut records = dat.records(b)?;
+        while let Some(item) = records.next() {
+            match item {
+                Ok(Item::Event(r)) => {
+                    if let Some(c) = select(args, wanted, renderer, r.cpu, r.data) {
+                        stat.event(c.id, r.cpu, dat.adjust_ts(r.ts));
                     }
                 }
+                Ok(Item::Lost(l)) => {
+                    if args.cpus.is_empty() || args.cpus.contains(&l.cpu) {
+                        stat.lost(l.cpu, l.count);
+                    }
+                }
+                Err(e) => {
+                    out.flush()?;
+                    eprintln!("tp: {}: {e}", args.input);
+                    status = 1;
+                }
             }
-            stat.print(&mut out.buf, &renderer, &dat.buffers()[b].name, dat.cpustats());
-            continue;
         }
-        if header {
-            let entries = counts[k];
-            let written = entries + stats_overrun(dat.cpustats(), &dat.buffers()[b].name);
-            let ncpus = dat.cpu_count().map(|c| c as usize).unwrap_or(dat.buffers()[b].cpus.len());
-            text::write_header(&mut out.buf, entries, written, ncpus, options.columns);
-        }
-        // The worker owns stdout while it runs: what this thread has written goes first.
-        out.flush()?;
-        let records = dat.records(b)?;
-        let errors =
-            render_records(&args, &wanted, &renderer, mode, &[], records, |ts| dat.adjust_ts(ts))?;
-        if errors > 0 {
-            status = 1;
-        }
+        stat.print(&mut out.buf, renderer, &dat.buffers()[b].name, dat.cpustats());
     }
     out.flush()?;
-    // The process ends now: freeing thousands of formats and the symbol table would only
-    // cost time.
-    std::mem::forget(renderer);
-    std::mem::forget(dat);
     Ok(status)
 }
 
-/// Feed `records` through the render pipeline. `names` prefixes the lines of each buffer
-/// (source IDs carry the buffer's index above [`pipeline::CPU_BITS`]; empty: one buffer, no
+/// Feed `records` through the render pipeline. A record's source number indexes `places`
+/// (its buffer and CPU); `names` names the buffers of a merge (empty: one buffer, no
 /// prefix). Returns how many errors were reported in the output.
 fn render_records(
     args: &Args,
     wanted: &EventFilter,
     renderer: &Renderer,
-    mode: Mode,
     names: &[String],
+    places: &[Place],
     mut records: tp_format::tracedat::Records<'_>,
     adjust_ts: impl Fn(u64) -> u64,
 ) -> anyhow::Result<usize> {
-    let cpu_mask = (1u32 << pipeline::CPU_BITS) - 1;
+    let mode = match (args.json, args.raw) {
+        (true, _) => Mode::Json,
+        (_, true) => Mode::Raw,
+        _ => Mode::Text,
+    };
+    let place = |source: u32| places[source as usize];
     let errors = pipeline::run(renderer, mode, &args.input, names, |feed| {
-        // Function_graph calls are paired with their returns for the text (`--raw` and
-        // JSON keep one record per line).
+        // Function_graph calls are paired with their returns (per source) for the text
+        // (`--raw` and JSON keep one record per line).
         let mut pairing = if mode == Mode::Text { Pairing::new(renderer) } else { None };
         let mut emit = |o: Out<'_, Aside>| match o {
-            Out::Event { cpu, ts, data, graph: Graph::Plain } => feed.event(cpu, ts, data),
+            Out::Event { cpu, ts, data, graph: Graph::Plain } => feed.event(place(cpu), ts, data),
             Out::Event { cpu, ts, data, graph: Graph::Leaf(ret) } => {
-                feed.graph_leaf(cpu, ts, data, ret)
+                feed.graph_leaf(place(cpu), ts, data, ret)
             }
-            Out::Event { cpu, ts, data, graph: Graph::Orphan } => feed.graph_orphan(cpu, ts, data),
-            Out::Other(Aside::Lost { cpu, ts, count }) => feed.lost(cpu, ts, count),
+            Out::Event { cpu, ts, data, graph: Graph::Orphan } => {
+                feed.graph_orphan(place(cpu), ts, data)
+            }
+            Out::Other(Aside::Lost { source, ts, count }) => feed.lost(place(source), ts, count),
             Out::Other(Aside::Error(m)) => feed.error(m),
         };
         let mut errors = 0;
         while let Some(item) = records.next() {
             match item {
                 Ok(Item::Event(r)) => {
-                    let Some(c) = select(args, wanted, renderer, r.cpu & cpu_mask, r.data) else {
+                    let Some(c) = select(args, wanted, renderer, place(r.cpu).cpu, r.data) else {
                         continue;
                     };
                     let ts = adjust_ts(r.ts);
@@ -274,8 +315,9 @@ fn render_records(
                     }
                 }
                 Ok(Item::Lost(l)) => {
-                    if args.cpus.is_empty() || args.cpus.contains(&(l.cpu & cpu_mask)) {
-                        let lost = Aside::Lost { cpu: l.cpu, ts: adjust_ts(l.ts), count: l.count };
+                    if args.cpus.is_empty() || args.cpus.contains(&place(l.cpu).cpu) {
+                        let lost =
+                            Aside::Lost { source: l.cpu, ts: adjust_ts(l.ts), count: l.count };
                         match &mut pairing {
                             Some(p) => p.other(Some(l.cpu), lost, &mut emit)?,
                             None => emit(Out::Other(lost))?,
@@ -300,9 +342,9 @@ fn render_records(
     Ok(errors.unwrap_or(0))
 }
 
-/// What travels between records: lost events and decoding errors.
+/// What travels between records: lost events (of a page source) and decoding errors.
 enum Aside {
-    Lost { cpu: u32, ts: u64, count: Option<u64> },
+    Lost { source: u32, ts: u64, count: Option<u64> },
     Error(String),
 }
 

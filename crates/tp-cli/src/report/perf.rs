@@ -19,7 +19,7 @@ use tp_format::render::{Options, Renderer, Tables};
 use tp_format::text::{self, Columns, Layout};
 use tp_tracefs::events::glob_match;
 
-use super::pipeline::{self, Feed, Mode};
+use super::pipeline::{self, Feed, Mode, Place};
 use super::{Args, Output};
 
 /// Per event (attr) of the file: what `-e` selected and how it prints.
@@ -289,7 +289,7 @@ impl Producer<'_> {
             }
             Record::Lost { lost, id, .. } | Record::LostSamples { lost, id } => {
                 if self.cpu_ok(id.cpu) {
-                    feed.lost(id.cpu.unwrap_or(0), id.time.unwrap_or(0), Some(lost))?;
+                    feed.lost(Place::cpu(id.cpu.unwrap_or(0)), id.time.unwrap_or(0), Some(lost))?;
                 }
                 Ok(())
             }
@@ -307,7 +307,9 @@ impl Producer<'_> {
     ) -> Result<(), pipeline::Closed> {
         let cpu = s.cpu.unwrap_or(0);
         let ts = s.time.unwrap_or(0);
-        let Some(c) = self.renderer.common(raw) else { return feed.event(cpu, ts, raw) };
+        let Some(c) = self.renderer.common(raw) else {
+            return feed.event(Place::cpu(cpu), ts, raw);
+        };
         let then = self.comms.get(&(c.pid as u32)).map(String::as_str);
         let table = self.renderer.tables.cmdlines.known(c.pid);
         match then {
@@ -331,7 +333,7 @@ impl Producer<'_> {
                 out.push('\n');
                 feed.text(out)
             }
-            _ => feed.event(cpu, ts, raw),
+            _ => feed.event(Place::cpu(cpu), ts, raw),
         }
     }
 

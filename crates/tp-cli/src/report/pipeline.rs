@@ -25,10 +25,20 @@ pub enum Mode {
     Json,
 }
 
-/// With several buffers merged, a record's CPU number carries its buffer's index in the
-/// bits above these (see [`run`]).
-pub const CPU_BITS: u32 = 24;
-const CPU_MASK: u32 = (1 << CPU_BITS) - 1;
+/// Where a record comes from: its CPU, and with several buffers merged the index of its
+/// buffer in the names [`run`] was given (0 otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub buffer: u16,
+    pub cpu: u32,
+}
+
+impl Place {
+    /// CPU `cpu` of the one buffer.
+    pub fn cpu(cpu: u32) -> Place {
+        Place { buffer: 0, cpu }
+    }
+}
 
 /// Events per batch, and record bytes per batch: large enough that the channel costs
 /// nothing per event, small enough that a few batches stay well under a megabyte each.
@@ -37,26 +47,30 @@ const BATCH_BYTES: usize = 512 << 10;
 /// Batches queued for the workers besides the ones they render and the one being filled.
 const QUEUE: usize = 2;
 
-/// One event: 16 bytes, so filling a batch touches little memory (the batch was last read
-/// by another core). Its record bytes are `data[end of the entry before..end]` (`end`
-/// without the [`LEAF`] and [`ORPHAN`] bits).
+/// One event: 24 bytes, so filling a batch touches little memory (the batch was last read
+/// by another core). Its record bytes are `data[end of the entry before..end]`.
 struct Entry {
     ts: u64,
     cpu: u32,
     end: u32,
+    buffer: u16,
+    kind: Kind,
 }
 
-/// `end` flag: a function_graph call without children; its bytes are the call's record,
-/// its return's record, and the call's length (u32, native order).
-const LEAF: u32 = 1 << 31;
-/// `end` flag: a function_graph return whose call was not shown.
-const ORPHAN: u32 = 1 << 30;
-const END_MASK: u32 = ORPHAN - 1;
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Event,
+    /// A function_graph call without children; its bytes are the call's record, its
+    /// return's record, and the call's length (u32, native order).
+    Leaf,
+    /// A function_graph return whose call was not shown.
+    Orphan,
+}
 
 /// What is not an event, rare: kept beside the entries.
 enum Special {
     Lost {
-        cpu: u32,
+        at: Place,
         ts: u64,
         count: Option<u64>,
     },
@@ -115,37 +129,44 @@ pub struct Feed<'a> {
 }
 
 impl Feed<'_> {
+    #[inline]
+    fn push(&mut self, at: Place, ts: u64, kind: Kind) -> Result<(), Closed> {
+        let (cpu, buffer, end) = (at.cpu, at.buffer, self.cur.data.len() as u32);
+        self.cur.entries.push(Entry { ts, cpu, end, buffer, kind });
+        self.send_if_full()
+    }
+
     /// A record (`ts` already adjusted) to render.
     #[inline]
-    pub fn event(&mut self, cpu: u32, ts: u64, data: &[u8]) -> Result<(), Closed> {
+    pub fn event(&mut self, at: Place, ts: u64, data: &[u8]) -> Result<(), Closed> {
         self.cur.data.extend_from_slice(data);
-        let end = self.cur.data.len() as u32;
-        self.cur.entries.push(Entry { ts, cpu, end });
-        self.send_if_full()
+        self.push(at, ts, Kind::Event)
     }
 
     /// A function_graph call without children (`call`) and its return (`ret`): one line.
-    pub fn graph_leaf(&mut self, cpu: u32, ts: u64, call: &[u8], ret: &[u8]) -> Result<(), Closed> {
+    pub fn graph_leaf(
+        &mut self,
+        at: Place,
+        ts: u64,
+        call: &[u8],
+        ret: &[u8],
+    ) -> Result<(), Closed> {
         self.cur.data.extend_from_slice(call);
         self.cur.data.extend_from_slice(ret);
         self.cur.data.extend_from_slice(&(call.len() as u32).to_ne_bytes());
-        let end = self.cur.data.len() as u32 | LEAF;
-        self.cur.entries.push(Entry { ts, cpu, end });
-        self.send_if_full()
+        self.push(at, ts, Kind::Leaf)
     }
 
     /// A function_graph return whose call was not shown (`} /* func */`).
-    pub fn graph_orphan(&mut self, cpu: u32, ts: u64, ret: &[u8]) -> Result<(), Closed> {
+    pub fn graph_orphan(&mut self, at: Place, ts: u64, ret: &[u8]) -> Result<(), Closed> {
         self.cur.data.extend_from_slice(ret);
-        let end = self.cur.data.len() as u32 | ORPHAN;
-        self.cur.entries.push(Entry { ts, cpu, end });
-        self.send_if_full()
+        self.push(at, ts, Kind::Orphan)
     }
 
     /// Lost events (`ts` already adjusted).
-    pub fn lost(&mut self, cpu: u32, ts: u64, count: Option<u64>) -> Result<(), Closed> {
-        let at = self.cur.entries.len();
-        self.cur.specials.push((at, Special::Lost { cpu, ts, count }));
+    pub fn lost(&mut self, at: Place, ts: u64, count: Option<u64>) -> Result<(), Closed> {
+        let n = self.cur.entries.len();
+        self.cur.specials.push((n, Special::Lost { at, ts, count }));
         self.send_if_full()
     }
 
@@ -195,9 +216,9 @@ impl Feed<'_> {
 /// stdout in batch order (stdout is theirs until this returns). `input` names the file in
 /// error messages. Returns what `produce` returned, or a write error.
 ///
-/// `buffers` names the buffers of merged records: a record fed with CPU number
-/// `(k << CPU_BITS) | cpu` is printed as CPU `cpu`, its line prefixed with `NAME: ` when
-/// `buffers[k]` is a non-empty NAME (as trace-cmd report prints instances); in JSON it gets
+/// `buffers` names the buffers of merged records: a record fed at [`Place`] `{ buffer: k,
+/// cpu }` is printed as CPU `cpu`, its line prefixed with `NAME: ` when `buffers[k]` is a
+/// non-empty NAME (as trace-cmd report prints instances); in JSON it gets
 /// a `"buffer"` member. Empty: every record is the one buffer's, printed as it is.
 pub fn run<T>(
     renderer: &Renderer,
@@ -387,10 +408,9 @@ fn write_batch(out: &str, errors: &[(usize, String)], input: &str) -> std::io::R
     lock.write_all(&out.as_bytes()[done..])
 }
 
-/// The name of the buffer of a merged record's CPU number (`None`: the top-level buffer or
-/// no merge).
-fn buffer_of(buffers: &[String], cpu: u32) -> Option<&str> {
-    buffers.get((cpu >> CPU_BITS) as usize).map(String::as_str).filter(|n| !n.is_empty())
+/// The name of a merged record's buffer (`None`: the top-level buffer or no merge).
+fn buffer_of(buffers: &[String], buffer: u16) -> Option<&str> {
+    buffers.get(buffer as usize).map(String::as_str).filter(|n| !n.is_empty())
 }
 
 /// `"buffer":"NAME",` for JSON.
@@ -417,9 +437,9 @@ fn render_batch(
     errors: &mut Vec<(usize, String)>,
 ) {
     let special = |s: &Special, out: &mut String, errors: &mut Vec<(usize, String)>| match *s {
-        Special::Lost { cpu: raw, ts, count } => {
-            let cpu = raw & CPU_MASK;
-            let buffer = buffer_of(buffers, raw);
+        Special::Lost { at, ts, count } => {
+            let cpu = at.cpu;
+            let buffer = buffer_of(buffers, at.buffer);
             match mode {
                 Mode::Json => out.push_str(&format!(
                     "{{{}\"lost\":{},\"cpu\":{cpu},\"ts\":{ts}}}\n",
@@ -444,11 +464,11 @@ fn render_batch(
         while let Some((_, s)) = specials.next_if(|(at, _)| *at == i) {
             special(s, out, errors);
         }
-        let end = (e.end & END_MASK) as usize;
+        let end = e.end as usize;
         let data = &batch.data[start..end];
         start = end;
-        let (cpu, ts) = (e.cpu & CPU_MASK, e.ts);
-        let buffer = if buffers.is_empty() { None } else { buffer_of(buffers, e.cpu) };
+        let (cpu, ts) = (e.cpu, e.ts);
+        let buffer = buffer_of(buffers, e.buffer);
         if mode != Mode::Json {
             if let Some(b) = buffer {
                 out.push_str(b);
@@ -456,13 +476,13 @@ fn render_batch(
             }
         }
         match mode {
-            Mode::Text if e.end & LEAF != 0 => {
+            Mode::Text if e.kind == Kind::Leaf => {
                 let (pair, len) = data.split_at(data.len().saturating_sub(4));
                 let len = len.try_into().map_or(0, u32::from_ne_bytes) as usize;
                 let (call, ret) = pair.split_at(len.min(pair.len()));
                 r.render_graph_leaf_line(cpu, ts, call, ret, out)
             }
-            Mode::Text if e.end & ORPHAN != 0 => r.render_graph_orphan_line(cpu, ts, data, out),
+            Mode::Text if e.kind == Kind::Orphan => r.render_graph_orphan_line(cpu, ts, data, out),
             Mode::Text => r.render_line(cpu, ts, data, out),
             Mode::Raw => {
                 r.write_context(cpu, ts, data, out);
