@@ -261,7 +261,7 @@ fn count_once(args: &Args, events: &[Event], style: &Style) -> anyhow::Result<Ou
 
 /// Has `pid` exited? Gone from /proc, or a zombie its parent has not reaped yet (a perf fd
 /// cannot tell: a counting event without a ring always polls as POLLHUP).
-fn process_gone(pid: i32) -> bool {
+pub(crate) fn process_gone(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(s) => s

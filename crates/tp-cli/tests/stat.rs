@@ -474,3 +474,36 @@ fn record_perf_door_sampling_symbols_and_tp_report() {
     assert_eq!(tp_lines, script.len());
     let _ = std::fs::remove_file(&f);
 }
+
+/// -p through the perf door: a running process's tracepoint hits, every one, under the name
+/// it execs to.
+#[test]
+fn record_perf_door_attaches_to_a_pid() {
+    let l = load().to_str().unwrap();
+    let f = load().parent().unwrap().join("pid.data");
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("read x; exec {l} getppid 3000")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let rec = Command::new(TP)
+        .args(["record", "-q", "--perf", "-e", "syscalls:sys_enter_getppid", "-p", &pid, "-o"])
+        .arg(&f)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let o = rec.wait_with_output().unwrap();
+    child.wait().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines = perf_script(&f);
+    let hits: Vec<&String> =
+        lines.iter().filter(|l| l.contains("syscalls:sys_enter_getppid:")).collect();
+    assert_eq!(hits.len(), 3000);
+    assert!(hits.iter().all(|l| l.trim_start().starts_with("load ")), "{:?}", hits.first());
+    let _ = std::fs::remove_file(&f);
+}

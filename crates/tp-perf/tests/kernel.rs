@@ -120,3 +120,39 @@ fn group_read_by_id() {
     assert_eq!(g[1].0, member.id().unwrap());
     assert!(g[0].1.value > 0 && g[1].1.value > 0, "{g:?}");
 }
+
+/// A ring nobody reads overflows: the kernel drops samples and says how many in a
+/// PERF_RECORD_LOST, which the reader counts; samples kept + lost = every hit.
+#[test]
+fn a_full_ring_counts_what_it_lost() {
+    let tfs = tracefs();
+    let spec = events::parse("syscalls:sys_enter_getppid").unwrap();
+    let ev =
+        events::resolve(&[spec], &mut MachineLookups::new(Some(&tfs), None)).unwrap().remove(0);
+    let sampling = Sampling {
+        sample_type: (b::PERF_SAMPLE_TID | b::PERF_SAMPLE_RAW) as u64,
+        period: 1,
+        freq: false,
+        clockid: None,
+        side_records: false,
+        watermark: 0,
+    };
+    let o = CounterOptions { disabled: true, sampling: Some(sampling), ..Default::default() };
+    let c = Counter::open(&ev, Target::Thread(0), &o, None).unwrap();
+    let mut ring = Ring::map(&c, 1).unwrap();
+    c.enable().unwrap();
+    getppid_n(5000);
+    let mut samples = 0u64;
+    let mut count = |rec: &[u8]| {
+        samples +=
+            (u32::from_ne_bytes(rec[0..4].try_into().unwrap()) == b::PERF_RECORD_SAMPLE) as u64
+    };
+    ring.read(&mut count);
+    // The kernel writes its LOST record at the next sample once there is room again.
+    getppid_n(1);
+    c.disable().unwrap();
+    ring.read(&mut count);
+    let st = ring.stats();
+    assert!(st.lost > 0 && samples < 5001, "{st:?}, {samples} samples");
+    assert_eq!(samples + st.lost, 5001, "{st:?}");
+}

@@ -115,9 +115,6 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     if req.events.is_empty() {
         bail!("tp record --perf: give events with -e (e.g. -e cpu-clock, -e sched:sched_switch)");
     }
-    if !req.pids.is_empty() {
-        bail!("tp record through perf_event_open: -p is not supported yet (use -- CMD or -a)");
-    }
     let out_path = req.output.map(|p| p.to_path_buf()).unwrap_or_else(|| "perf.data".into());
     let names: Vec<&str> =
         req.events.iter().flat_map(|e| e.split(',')).filter(|e| !e.is_empty()).collect();
@@ -137,20 +134,34 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         Some(_) => Some(GatedChild::spawn(req.command)?),
     };
     let cpus = counter::online_cpus()?;
-    let target = |cpu| match &child {
-        Some(c) => Target::ThreadOnCpu(c.pid(), cpu),
-        None => Target::Cpu(cpu),
+    // Who: the command (per CPU, inherited), the threads of -p (each per CPU, inherited),
+    // or every task (-a, per CPU).
+    let mut threads: Vec<i32> = Vec::new();
+    for &pid in req.pids {
+        threads.extend(process::threads_of(pid).with_context(|| format!("-p {pid}"))?);
+    }
+    let targets_on = |cpu: u32| -> Vec<Target> {
+        match &child {
+            Some(c) => vec![Target::ThreadOnCpu(c.pid(), cpu)],
+            None if !threads.is_empty() => {
+                threads.iter().map(|&t| Target::ThreadOnCpu(t, cpu)).collect()
+            }
+            None => vec![Target::Cpu(cpu)],
+        }
     };
 
-    // Open: per CPU, every event; the first one owns the ring and the side records.
+    // Open: per CPU, every event on every target; the first one owns the CPU's ring and
+    // carries the side records, the others are redirected into it.
     let mut attrs: Vec<WriterAttr> = Vec::new();
     let mut rings: Vec<(u32, Ring)> = Vec::new();
+    let mut owners: Vec<usize> = Vec::new();
     let mut counters: Vec<Counter> = Vec::new();
     let mut start_line = Vec::new();
     for (i, ev) in evs.iter().enumerate() {
         let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1);
+        let per_task = child.is_some() || !threads.is_empty();
         let o = CounterOptions {
-            inherit: child.is_some(),
+            inherit: per_task,
             enable_on_exec: child.is_some(),
             disabled: true,
             sampling: Some(s),
@@ -159,14 +170,17 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         start_line.push(describe(ev, &s));
         let mut ids = Vec::new();
         for (k, &cpu) in cpus.iter().enumerate() {
-            let c = Counter::open(ev, target(cpu), &o, None)?;
-            ids.push(c.id()?);
-            if i == 0 {
-                rings.push((cpu, Ring::map(&c, RING_PAGES)?));
-            } else {
-                c.set_output(&counters[k])?;
+            for t in targets_on(cpu) {
+                let c = Counter::open(ev, t, &o, None)?;
+                ids.push(c.id()?);
+                if owners.len() == k {
+                    rings.push((cpu, Ring::map(&c, RING_PAGES)?));
+                    owners.push(counters.len());
+                } else {
+                    c.set_output(&counters[owners[k]])?;
+                }
+                counters.push(c);
             }
-            counters.push(c);
         }
         attrs.push(WriterAttr { attr: counter::file_attr(ev, &o), ids, name: ev.name.clone() });
     }
@@ -175,6 +189,15 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut w = Writer::new(std::io::BufWriter::with_capacity(1 << 20, file), attrs)
         .with_context(|| format!("writing {}", out_path.display()))?;
     kernel_map(&mut w).with_context(|| format!("writing {}", out_path.display()))?;
+    // Tasks that exist already: their names and executable maps, as perf synthesizes them
+    // (a command's come from the kernel at its exec).
+    if child.is_none() {
+        let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
+        for pid in pids {
+            synthesize_task(&mut w, pid)
+                .with_context(|| format!("writing {}", out_path.display()))?;
+        }
+    }
     if !req.quiet {
         eprintln!(
             "tp: recording through perf_event_open into {}: {}; {} CPUs, {} KiB ring each, CLOCK_MONOTONIC",
@@ -222,7 +245,10 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         if req.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
-        let firsts: Vec<&Counter> = counters.iter().take(cpus.len()).collect();
+        if !req.pids.is_empty() && req.pids.iter().all(|&p| super::super::stat::process_gone(p)) {
+            break;
+        }
+        let firsts: Vec<&Counter> = owners.iter().map(|&i| &counters[i]).collect();
         tp_perf::ring::poll(&firsts, 50)?;
         let got = signals.wait(Duration::ZERO)?;
         drain(&mut rings, &mut w)?;
@@ -287,6 +313,70 @@ fn kernel_map<W: std::io::Write + std::io::Seek>(w: &mut Writer<W>) -> Result<()
         filename: "[kernel.kallsyms]_text",
     };
     w.write(0, &pd::Record::Mmap(map, pd::SampleId::default()))
+}
+
+fn all_pids() -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// COMM and the executable MMAP2s of a running process from /proc (what perf record
+/// synthesizes at start); a process gone meanwhile is skipped.
+fn synthesize_task<W: std::io::Write + std::io::Seek>(
+    w: &mut Writer<W>,
+    pid: i32,
+) -> Result<(), pd::Error> {
+    let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { return Ok(()) };
+    let comm = comm.trim_end();
+    let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    let no_id = pd::SampleId::default();
+    for tid in tids {
+        // Each thread's own name (a thread may have renamed itself).
+        let own = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"));
+        let name = own.as_deref().map(str::trim_end).unwrap_or(comm);
+        w.write(0, &pd::Record::Comm { pid: pid as u32, tid, comm: name, exec: false, id: no_id })?;
+    }
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Ok(()) };
+    for line in maps.lines() {
+        let f: Vec<&str> = line.splitn(6, ' ').collect();
+        let [range, perms, off, dev, ino, rest] = f[..] else { continue };
+        let path = rest.trim_start();
+        if !perms.contains('x') || path.is_empty() {
+            continue;
+        }
+        let (Some((a, b)), Some((maj, min))) = (range.split_once('-'), dev.split_once(':')) else {
+            continue;
+        };
+        let hex = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
+        let (start, end) = (hex(a), hex(b));
+        let prot = perms
+            .chars()
+            .zip([libc::PROT_READ, libc::PROT_WRITE, libc::PROT_EXEC])
+            .filter(|(c, _)| *c != '-')
+            .map(|(_, p)| p)
+            .sum::<i32>();
+        let flags = if perms.ends_with('s') { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+        let map = pd::record::Mmap {
+            pid: pid as u32,
+            tid: pid as u32,
+            addr: start,
+            len: end - start,
+            pgoff: hex(off),
+            file: Some(pd::record::MmapFile::Inode {
+                maj: hex(maj) as u32,
+                min: hex(min) as u32,
+                ino: ino.parse().unwrap_or(0),
+                ino_generation: 0,
+            }),
+            prot: prot as u32,
+            flags: flags as u32,
+            filename: path,
+        };
+        w.write(0, &pd::Record::Mmap2(map, no_id))?;
+    }
+    Ok(())
 }
 
 fn features(tfs: Option<&tp_tracefs::Tracefs>) -> Features {
