@@ -57,7 +57,7 @@ pub fn run(args: Args) -> Result<i32> {
         eprintln!(
             "tp: extracted {} ({} pages, {nevents} events) from {} in {:.2}s -> {}",
             crate::record::human(bytes),
-            bytes / meta.page_size.max(1) as u64,
+            bytes / meta.page_size().max(1) as u64,
             if inst.name().is_empty() {
                 "the top-level buffer".to_string()
             } else {

@@ -197,32 +197,13 @@ pub fn run(args: Args) -> Result<i32> {
     record(args, &kernel, &user_globs)
 }
 
-fn target_of(args: &Opts) -> Target {
-    if !args.command.is_empty() {
-        Target::Command(args.command.clone())
-    } else if !args.trace.pids.is_empty() {
-        Target::Pids { pids: args.trace.pids.clone(), children: args.trace.children }
-    } else {
-        Target::All
-    }
-}
-
 fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Result<i32> {
     if args.file.file_version == 6 && args.file.compress == Compression::Zstd && explicit_compress()
     {
         bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
     }
     let tmp = TempPages::new(&args.file.output)?;
-    let user_dir = if user_globs.is_empty() {
-        None
-    } else {
-        let d = tmp.dir.join("user");
-        std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
-        let d = std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?;
-        // Before any thread or the child exists: the command inherits the environment.
-        user::set_env(user_globs, &d);
-        Some(d)
-    };
+    let user_dir = user_dir(&tmp, user_globs)?;
     // Signals next: a Ctrl-C during setup must still clean up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let ncpus = tp_tracefs::process::cpu_count();
@@ -233,7 +214,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     });
     let settings = Settings {
         selections,
-        target: target_of(args),
+        target: Target::of(&args.command, &args.trace),
         buffer_kb,
         clock: &args.trace.clock,
         instance: args.instance.as_deref(),
@@ -252,25 +233,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         panic!("TP_TEST_PANIC_WHILE_RECORDING is set");
     }
     if !args.quiet {
-        let what = match (&child, traced_pids.is_empty()) {
-            (Some(c), _) => format!("command pid {} and its children", c.pid()),
-            (None, false) if args.trace.children => {
-                format!("pids {traced_pids:?} and their new children")
-            }
-            (None, false) => format!("pids {traced_pids:?}"),
-            (None, true) => "all processes".to_string(),
-        };
-        let name = if inst.name().is_empty() {
-            "top level".to_string()
-        } else {
-            format!("instances/{}", inst.name())
-        };
-        eprintln!(
-            "tp: recording {} event types of {what} in {name} into {}{}",
-            events.len(),
-            args.file.output.display(),
-            if child.is_none() { " (Ctrl-C to stop)" } else { "" }
-        );
+        announce(args, &inst, events.len(), child.as_ref(), &traced_pids);
     }
     let live = !args.quiet && process::is_tty(2);
     let mut status = status::Status::new(live, cpus.len());
@@ -298,7 +261,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         _ => 0,
     };
     let meta = output::Metadata::collect(&tfs, &inst, &events, stats)?;
-    let page_size = meta.page_size;
+    let page_size = meta.page_size();
     let files: Vec<(u32, PathBuf)> = per_cpu.iter().map(|c| (c.cpu, tmp.path(c.cpu))).collect();
     let lost = output::lost_events(&meta, &files)?;
     let opts = output::WriteOptions {
@@ -331,33 +294,87 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     written?;
     // A user-space glob that matched nothing was probably mistyped: the file is written,
     // but the exit status says so (the command's own, if it failed).
-    let mut unmatched = 0;
-    if user_dir.is_some() {
-        if users.is_empty() {
-            eprintln!(
-                "tp: no user-space events were recorded for {}: does the program call tp::init_from_env()?",
-                user_globs.join(", ")
-            );
-            unmatched = user_globs.len();
-        } else {
-            for (glob, have) in user::unmatched(user_globs, &users) {
-                let near = session::nearest_events(&tfs, &glob, &have);
-                eprintln!(
-                    "tp: -e {glob:?} matches no kernel event and none of the program's tracepoints ({}): {near}",
-                    if have.is_empty() { "it has none".to_string() } else { have.join(", ") }
-                );
-                unmatched += 1;
-            }
-            if !args.quiet {
-                let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-                eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
-            }
-        }
-    }
+    let unmatched = match user_dir {
+        Some(_) => unmatched_user_globs(args, &tfs, user_globs, &users),
+        None => 0,
+    };
     if unmatched > 0 && exit == 0 {
         return Ok(1);
     }
     Ok(exit)
+}
+
+/// The directory the program's own recordings go to (with `-e` globs for user-space
+/// events), announced to the command through the environment.
+fn user_dir(tmp: &TempPages, user_globs: &[String]) -> Result<Option<PathBuf>> {
+    if user_globs.is_empty() {
+        return Ok(None);
+    }
+    let d = tmp.dir.join("user");
+    std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+    let d = std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?;
+    // Before any thread or the child exists: the command inherits the environment.
+    user::set_env(user_globs, &d);
+    Ok(Some(d))
+}
+
+/// The start line: how many event types, of what, where, into which file.
+fn announce(
+    args: &Opts,
+    inst: &tp_tracefs::Instance,
+    n_events: usize,
+    child: Option<&process::GatedChild>,
+    traced_pids: &[i32],
+) {
+    let what = match (child, traced_pids.is_empty()) {
+        (Some(c), _) => format!("command pid {} and its children", c.pid()),
+        (None, false) if args.trace.children => {
+            format!("pids {traced_pids:?} and their new children")
+        }
+        (None, false) => format!("pids {traced_pids:?}"),
+        (None, true) => "all processes".to_string(),
+    };
+    let name = if inst.name().is_empty() {
+        "top level".to_string()
+    } else {
+        format!("instances/{}", inst.name())
+    };
+    eprintln!(
+        "tp: recording {n_events} event types of {what} in {name} into {}{}",
+        args.file.output.display(),
+        if child.is_none() { " (Ctrl-C to stop)" } else { "" }
+    );
+}
+
+/// Say which user-space globs matched none of the program's tracepoints (or that it
+/// recorded none); returns how many.
+fn unmatched_user_globs(
+    args: &Opts,
+    tfs: &tp_tracefs::Tracefs,
+    user_globs: &[String],
+    users: &[user::UserTrace],
+) -> usize {
+    if users.is_empty() {
+        eprintln!(
+            "tp: no user-space events were recorded for {}: does the program call tp::init_from_env()?",
+            user_globs.join(", ")
+        );
+        return user_globs.len();
+    }
+    let mut unmatched = 0;
+    for (glob, have) in user::unmatched(user_globs, users) {
+        let near = session::nearest_events(tfs, &glob, &have);
+        eprintln!(
+            "tp: -e {glob:?} matches no kernel event and none of the program's tracepoints ({}): {near}",
+            if have.is_empty() { "it has none".to_string() } else { have.join(", ") }
+        );
+        unmatched += 1;
+    }
+    if !args.quiet {
+        let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+        eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
+    }
+    unmatched
 }
 
 fn explicit_compress() -> bool {
@@ -395,7 +412,7 @@ impl Waiter<'_> {
                     return Ok(Stop::Duration);
                 }
             }
-            if matches!(target_of(self.args), Target::Pids { .. })
+            if matches!(Target::of(&self.args.command, &self.args.trace), Target::Pids { .. })
                 && Instant::now() >= next_pid_check
             {
                 next_pid_check = Instant::now() + Duration::from_secs(1);

@@ -12,6 +12,7 @@ use tp_format::render::{Options, Renderer, Tables};
 use tp_format::symbols::{Cmdlines, Kallsyms, PrintkFormats};
 use tp_format::text::{self, Columns};
 use tp_tracefs::process::{self, Signals};
+use tp_tracefs::EventId;
 
 use crate::record::session::{self, Session, Settings, Target};
 
@@ -52,13 +53,7 @@ pub fn run(args: Args) -> Result<i32> {
         libc::SIGCHLD,
         libc::SIGPIPE,
     ])?;
-    let target = if !args.command.is_empty() {
-        Target::Command(args.command.clone())
-    } else if !args.trace.pids.is_empty() {
-        Target::Pids { pids: args.trace.pids.clone(), children: args.trace.children }
-    } else {
-        Target::All
-    };
+    let target = Target::of(&args.command, &args.trace);
     let is_pids = matches!(target, Target::Pids { .. });
     let settings = Settings {
         selections: &selections,
@@ -70,25 +65,8 @@ pub fn run(args: Args) -> Result<i32> {
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
     // Wake the reader as soon as there is data (this is our own instance).
     inst.set_buffer_percent(0)?;
-    let mut formats = Vec::new();
-    for e in events.iter().chain(tfs.ftrace_events()?.iter()) {
-        if let Ok(f) = tfs.event_format(e) {
-            formats.push(f);
-        }
-    }
     let layout = PageLayout::new(tfs.header_page()?, false);
-    let tables = Tables {
-        kallsyms: Kallsyms::parse(&tfs.kallsyms()?),
-        printk: PrintkFormats::parse(&tfs.printk_formats()?),
-        cmdlines: cmdlines(&tfs, args.tgid),
-    };
-    let options = Options {
-        columns: Columns { tgid: args.tgid, ..Columns::default() },
-        ts_in_ns: text::clock_is_ns(&args.trace.clock),
-        big_endian: false,
-        long_size: 8,
-    };
-    let mut renderer = Renderer::new(formats, tables, options);
+    let mut renderer = renderer_for(&tfs, &events, args)?;
     let cpus = inst.cpus()?;
     let mut readers = Vec::new();
     for &c in &cpus {
@@ -163,6 +141,28 @@ pub fn run(args: Args) -> Result<i32> {
     inst.remove()?;
     drop(signals);
     Ok(exit)
+}
+
+/// The renderer of the streamed events (and ftrace's own), with this kernel's tables.
+fn renderer_for(tfs: &tp_tracefs::Tracefs, events: &[EventId], args: &Opts) -> Result<Renderer> {
+    let mut formats = Vec::new();
+    for e in events.iter().chain(tfs.ftrace_events()?.iter()) {
+        if let Ok(f) = tfs.event_format(e) {
+            formats.push(f);
+        }
+    }
+    let tables = Tables {
+        kallsyms: Kallsyms::parse(&tfs.kallsyms()?),
+        printk: PrintkFormats::parse(&tfs.printk_formats()?),
+        cmdlines: cmdlines(tfs, args.tgid),
+    };
+    let options = Options {
+        columns: Columns { tgid: args.tgid, ..Columns::default() },
+        ts_in_ns: text::clock_is_ns(&args.trace.clock),
+        big_endian: false,
+        long_size: 8,
+    };
+    Ok(Renderer::new(formats, tables, options))
 }
 
 fn cmdlines(tfs: &tp_tracefs::Tracefs, tgids: bool) -> Cmdlines {

@@ -5,36 +5,17 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use tp_format::tracedat as td;
 use tp_tracefs::{CpuStats, EventId, Instance, Tracefs};
 
-/// Everything a trace.dat holds besides the per-CPU pages.
-#[allow(dead_code)] // kernel_release, saved_tgids, clock_text: not in the writer's metadata yet
+/// Everything a trace.dat holds besides the per-CPU pages: the writer's metadata, and the
+/// CPU stats and buffer name it is completed with when the file is written.
 #[derive(Debug, Clone)]
 pub struct Metadata {
-    pub header_page: String,
-    pub header: tp_format::header::HeaderPage,
-    pub header_event: String,
-    pub page_size: usize,
-    pub commit_offset: usize,
-    pub commit_size: usize,
-    pub data_offset: usize,
-    /// Format texts of the `ftrace` system's events.
-    pub ftrace_formats: Vec<String>,
-    /// (system, format texts) of the recorded events, systems in first-seen order.
-    pub event_formats: Vec<(String, Vec<String>)>,
-    pub kallsyms: String,
-    pub printk_formats: String,
-    pub saved_cmdlines: String,
-    pub saved_tgids: String,
-    /// `Linux 6.18.44 #1 SMP ... x86_64`.
-    pub uname: String,
-    pub kernel_release: String,
-    /// `trace_clock` text (`[mono] ...`) and the selected clock.
-    pub clock_text: String,
-    pub clock: String,
+    /// Header page, formats, kallsyms, printk formats, cmdlines, tgids, clock, uname, CPUs.
+    pub file: td::Metadata,
+    /// Per-CPU stats after the capture (lost events; the file's CPUSTAT texts).
     pub stats: Vec<CpuStats>,
-    /// CPUs of the machine (per_cpu directories).
-    pub cpu_count: u32,
     /// The buffer's name in the file: the instance's, or "" for the top-level buffer and
     /// tp's private instance.
     pub instance: String,
@@ -47,8 +28,7 @@ impl Metadata {
         events: &[EventId],
         stats: Vec<CpuStats>,
     ) -> Result<Metadata> {
-        let header_page = tfs.header_page_text()?;
-        let hp = tp_format::header::HeaderPage::parse(&header_page)
+        let header_page = tp_format::header::HeaderPage::parse(&tfs.header_page_text()?)
             .unwrap_or(tp_format::header::HeaderPage::X86_64);
         let mut ftrace_formats = Vec::new();
         for e in tfs.ftrace_events()? {
@@ -69,33 +49,32 @@ impl Metadata {
                 None => event_formats.push((e.system.clone(), vec![t])),
             }
         }
-        let u = tfs.uname()?;
-        let clock_text = inst.clock_text()?;
-        let clock = tp_tracefs::parse_trace_clock(&clock_text).0;
-        Ok(Metadata {
+        let file = td::Metadata {
             header_page,
-            header: hp,
-            header_event: tfs.header_event_text()?,
-            page_size: hp.page_size(),
-            commit_offset: hp.commit_offset,
-            commit_size: hp.commit_size,
-            data_offset: hp.data_offset,
+            header_event_text: tfs.header_event_text()?,
             ftrace_formats,
             event_formats,
             kallsyms: tfs.kallsyms()?,
-            printk_formats: tfs.printk_formats()?,
-            saved_cmdlines: tfs.saved_cmdlines()?,
-            saved_tgids: tfs.saved_tgids().unwrap_or_default(),
-            uname: u.to_line(),
-            kernel_release: u.release,
-            clock_text,
-            clock,
+            printk: tfs.printk_formats()?,
+            cmdlines: tfs.saved_cmdlines()?,
+            tgids: tfs.saved_tgids().unwrap_or_default(),
+            clock: tp_tracefs::parse_trace_clock(&inst.clock_text()?).0,
+            uname: Some(tfs.uname()?.to_line()),
             cpu_count: inst.cpus()?.len() as u32,
+            ..td::Metadata::default()
+        };
+        Ok(Metadata {
+            file,
             stats,
             // A buffer given by name keeps it in the file, as trace-cmd does (`tp report -B
             // NAME`); tp's private instance is the file's top-level buffer.
             instance: if inst.is_owned() { String::new() } else { inst.name().to_string() },
         })
+    }
+
+    /// Bytes per ring-buffer page.
+    pub fn page_size(&self) -> usize {
+        self.file.header_page.page_size()
     }
 }
 
@@ -124,9 +103,10 @@ pub fn lost_events(meta: &Metadata, files: &[(u32, PathBuf)]) -> Result<Vec<Lost
 
 fn scan_missed(meta: &Metadata, path: &Path) -> Result<(u64, u64)> {
     let mut f = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
-    let ps = meta.page_size;
+    let ps = meta.page_size();
     // The pages are this machine's kernel's, in its byte order.
-    let layout = tp_format::page::PageLayout::new(meta.header, cfg!(target_endian = "big"));
+    let layout =
+        tp_format::page::PageLayout::new(meta.file.header_page, cfg!(target_endian = "big"));
     let mut buf = vec![0u8; ps * 256];
     let (mut flagged, mut counted) = (0, 0);
     loop {
@@ -179,39 +159,23 @@ pub fn write_tracedat_with_user(
     opts: &WriteOptions,
     user: &[super::user::UserTrace],
 ) -> Result<()> {
-    use tp_format::tracedat as td;
-    let mut event_formats = meta.event_formats.clone();
-    let mut cmdlines = meta.saved_cmdlines.clone();
+    let mut m = meta.file.clone();
     super::user::merge_metadata(
         user,
-        meta.page_size,
-        meta.header,
-        &meta.ftrace_formats,
-        &mut event_formats,
-        &mut cmdlines,
+        m.header_page.page_size(),
+        m.header_page,
+        &m.ftrace_formats,
+        &mut m.event_formats,
+        &mut m.cmdlines,
     )?;
-    let header_page = meta.header;
     let mut stats: Vec<&CpuStats> = meta.stats.iter().collect();
     stats.sort_by_key(|s| s.cpu);
-    let m = td::Metadata {
-        header_page,
-        header_event_text: meta.header_event.clone(),
-        ftrace_formats: meta.ftrace_formats.clone(),
-        event_formats,
-        kallsyms: meta.kallsyms.clone(),
-        printk: meta.printk_formats.clone(),
-        cmdlines,
-        tgids: meta.saved_tgids.clone(),
-        clock: meta.clock.clone(),
-        uname: Some(meta.uname.clone()),
-        cpustats: cpustats(&meta.instance, &stats),
-        // A program's buffer has one stream per thread, maybe more than the CPUs.
-        cpu_count: user
-            .iter()
-            .flat_map(|u| u.dat.buffers().iter().map(|b| b.cpus.len() as u32))
-            .fold(meta.cpu_count, u32::max),
-        ..td::Metadata::default()
-    };
+    m.cpustats = cpustats(&meta.instance, &stats);
+    // A program's buffer has one stream per thread, maybe more than the CPUs.
+    m.cpu_count = user
+        .iter()
+        .flat_map(|u| u.dat.buffers().iter().map(|b| b.cpus.len() as u32))
+        .fold(m.cpu_count, u32::max);
     let mut sources = Vec::new();
     for (cpu, path) in cpus {
         let f = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
@@ -225,7 +189,7 @@ pub fn write_tracedat_with_user(
     let wopts = td::WriterOptions {
         version: opts.version,
         compression: if opts.compress { td::Compression::Zstd } else { td::Compression::None },
-        page_size: meta.page_size,
+        page_size: meta.page_size(),
         ..td::WriterOptions::default()
     };
     let tmp = tmp_name(out);

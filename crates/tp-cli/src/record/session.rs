@@ -106,6 +106,20 @@ pub enum Target {
     Command(Vec<OsString>),
 }
 
+impl Target {
+    /// The target of `tp record`'s and `tp stream`'s options: `-- COMMAND`, else `-p PIDS`
+    /// (`-c`: and their children), else every process.
+    pub fn of(command: &[OsString], trace: &super::TraceOpts) -> Target {
+        if !command.is_empty() {
+            Target::Command(command.to_vec())
+        } else if !trace.pids.is_empty() {
+            Target::Pids { pids: trace.pids.clone(), children: trace.children }
+        } else {
+            Target::All
+        }
+    }
+}
+
 /// The buffer tp records from, configured; the child (if any) is still at its gate.
 pub struct Session {
     pub tfs: Tracefs,
