@@ -439,7 +439,7 @@ impl Ring {
         // SAFETY: per the contract.
         let dst = unsafe { self.pages.reserve(len, ts)? };
         // SAFETY: `reserve` gave `len` writable bytes at `dst`.
-        write(&mut unsafe { RecordWriter::new(dst, len) }, record::common(id, pid));
+        unsafe { fill(dst, len, id, pid, write) };
         Some(dst)
     }
 
@@ -461,7 +461,7 @@ impl Ring {
         match unsafe { self.pages.reserve_fast(len, ts) } {
             Fast::Reserved(dst) => {
                 // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
-                write(&mut unsafe { RecordWriter::new(dst, len) }, record::common(id, pid));
+                unsafe { fill(dst, len, id, pid, write) };
                 true
             }
             Fast::Dropped => true,
@@ -478,6 +478,22 @@ impl Ring {
         unsafe { self.pages.finish_page() };
         self.pages.closed.store(true, Ordering::Release);
     }
+}
+
+/// Write a record into the `len` bytes at `dst` reserved for it.
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes.
+#[inline(always)]
+unsafe fn fill<W: Fn(&mut RecordWriter, Common)>(
+    dst: *mut u8,
+    len: usize,
+    id: &AtomicU16,
+    pid: i32,
+    write: &W,
+) {
+    // SAFETY: per the contract.
+    write(&mut unsafe { RecordWriter::new(dst, len) }, record::common(id, pid));
 }
 
 /// Rewrite the timestamps of one finished page from raw clock units to ns with `to_ns` (a

@@ -94,52 +94,51 @@ impl<'a, R: Read + Seek> Walk<'a, R> {
 }
 
 impl<R: Read + Seek> TraceDat<R> {
-    pub(super) fn open_v6(&mut self, pos: u64, p: &mut Pending) -> Result<(), Error> {
+    /// Walk the block of `what` at `*pos` with `steps`, read it whole and move `*pos` past
+    /// it; returns the block and its file offset.
+    fn walk(
+        &self,
+        pos: &mut u64,
+        what: &'static str,
+        steps: impl FnOnce(&mut Walk<'_, R>) -> Result<(), Error>,
+    ) -> Result<(Vec<u8>, u64), Error> {
+        let mut w = Walk::new(&self.input, *pos, what);
+        steps(&mut w)?;
+        let block = w.read()?;
+        *pos = w.pos;
+        Ok(block)
+    }
+
+    pub(super) fn open_v6(&mut self, mut pos: u64, p: &mut Pending) -> Result<(), Error> {
         let be = self.big_endian;
-        let mut w = Walk::new(&self.input, pos, "header info");
-        w.tag(b"header_page\0", "header_page")?;
-        w.record(8)?;
-        w.tag(b"header_event\0", "header_event")?;
-        w.record(8)?;
-        let (d, base) = w.read()?;
-        let mut pos = w.pos;
+        let (d, base) = self.walk(&mut pos, "header info", |w| {
+            w.tag(b"header_page\0", "header_page")?;
+            w.record(8)?;
+            w.tag(b"header_event\0", "header_event")?;
+            w.record(8)
+        })?;
         self.parse_header_info(&mut Bytes::new(&d, base, be, "header info"))?;
-
         // ftrace formats: count, then (u64 size, text)*.
-        let mut w = Walk::new(&self.input, pos, "ftrace event formats");
-        let n = w.u32()?;
-        w.records(n, 8)?;
-        let (d, base) = w.read()?;
-        pos = w.pos;
-        self.parse_ftrace(&mut Bytes::new(&d, base, be, "ftrace event formats"))?;
-
-        // event formats: systems, then (name, count, (u64 size, text)*)*.
-        let mut w = Walk::new(&self.input, pos, "event formats");
-        for _ in 0..w.u32()? {
-            w.cstr()?;
+        let (d, base) = self.walk(&mut pos, "ftrace event formats", |w| {
             let n = w.u32()?;
-            w.records(n, 8)?;
-        }
-        let (d, base) = w.read()?;
-        pos = w.pos;
+            w.records(n, 8)
+        })?;
+        self.parse_ftrace(&mut Bytes::new(&d, base, be, "ftrace event formats"))?;
+        // event formats: systems, then (name, count, (u64 size, text)*)*.
+        let (d, base) = self.walk(&mut pos, "event formats", |w| {
+            for _ in 0..w.u32()? {
+                w.cstr()?;
+                let n = w.u32()?;
+                w.records(n, 8)?;
+            }
+            Ok(())
+        })?;
         self.parse_event_formats(&mut Bytes::new(&d, base, be, "event formats"))?;
-
-        let mut w = Walk::new(&self.input, pos, "kallsyms");
-        w.record(4)?;
-        let (d, base) = w.read()?;
-        pos = w.pos;
+        let (d, base) = self.walk(&mut pos, "kallsyms", |w| w.record(4))?;
         self.take_kallsyms(d, base)?;
-
-        let mut w = Walk::new(&self.input, pos, "printk formats");
-        w.record(4)?;
-        let (d, base) = w.read()?;
-        pos = w.pos;
+        let (d, base) = self.walk(&mut pos, "printk formats", |w| w.record(4))?;
         self.parse_printk(&mut Bytes::new(&d, base, be, "printk formats"))?;
-
-        let mut w = Walk::new(&self.input, pos, "saved command lines");
-        w.record(8)?;
-        let (d, base) = w.read()?;
-        pos = w.pos;
+        let (d, base) = self.walk(&mut pos, "saved command lines", |w| w.record(8))?;
         self.parse_cmdlines(&mut Bytes::new(&d, base, be, "saved command lines"))?;
 
         let cpus = self.input.u32_at(pos, "CPU count")?;
@@ -157,10 +156,8 @@ impl<R: Read + Seek> TraceDat<R> {
         let mut tag = [0u8; 10];
         self.input.read_at(pos, &mut tag, "options tag")?;
         if tag.starts_with(b"options") {
-            let mut w = Walk::new(&self.input, pos + 10, "options");
-            w.options()?;
-            let (d, base) = w.read()?;
-            pos = w.pos;
+            pos += 10;
+            let (d, base) = self.walk(&mut pos, "options", |w| w.options())?;
             self.parse_options(&d, base, p)?;
         }
         let top = self.v6_buffer(pos, "", cpus, p.trace_clock_text.is_some())?;
