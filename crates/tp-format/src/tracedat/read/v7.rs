@@ -41,42 +41,28 @@ impl<R: Read + Seek> TraceDat<R> {
                 "no HEADER_INFO option: the file has no page layout".into(),
             )
         })?;
-        let (data, base) = self.read_section(hp, option::HEADER_INFO)?;
-        self.parse_header_info(&mut Bytes::new(&data, base, self.big_endian, "header info"))?;
+        let be = self.big_endian;
+        let (d, base) = self.read_section(hp, option::HEADER_INFO)?;
+        self.parse_header_info(&mut Bytes::new(&d, base, be, "header info"))?;
         if let Some(off) = p.ftrace {
-            let (data, base) = self.read_section(off, option::FTRACE_EVENTS)?;
-            self.parse_ftrace(&mut Bytes::new(
-                &data,
-                base,
-                self.big_endian,
-                "ftrace event formats",
-            ))?;
+            let (d, base) = self.read_section(off, option::FTRACE_EVENTS)?;
+            self.parse_ftrace(&mut Bytes::new(&d, base, be, "ftrace event formats"))?;
         }
         if let Some(off) = p.formats {
-            let (data, base) = self.read_section(off, option::EVENT_FORMATS)?;
-            self.parse_event_formats(&mut Bytes::new(
-                &data,
-                base,
-                self.big_endian,
-                "event formats",
-            ))?;
+            let (d, base) = self.read_section(off, option::EVENT_FORMATS)?;
+            self.parse_event_formats(&mut Bytes::new(&d, base, be, "event formats"))?;
         }
         if let Some(off) = p.kallsyms {
-            let (data, base) = self.read_section(off, option::KALLSYMS)?;
-            self.take_kallsyms(data, base)?;
+            let (d, base) = self.read_section(off, option::KALLSYMS)?;
+            self.take_kallsyms(d, base)?;
         }
         if let Some(off) = p.printk {
-            let (data, base) = self.read_section(off, option::PRINTK)?;
-            self.parse_printk(&mut Bytes::new(&data, base, self.big_endian, "printk formats"))?;
+            let (d, base) = self.read_section(off, option::PRINTK)?;
+            self.parse_printk(&mut Bytes::new(&d, base, be, "printk formats"))?;
         }
         if let Some(off) = p.cmdlines {
-            let (data, base) = self.read_section(off, option::CMDLINES)?;
-            self.parse_cmdlines(&mut Bytes::new(
-                &data,
-                base,
-                self.big_endian,
-                "saved command lines",
-            ))?;
+            let (d, base) = self.read_section(off, option::CMDLINES)?;
+            self.parse_cmdlines(&mut Bytes::new(&d, base, be, "saved command lines"))?;
         }
         Ok(())
     }
