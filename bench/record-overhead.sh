@@ -88,7 +88,8 @@ run_tp() {
   local lost cpu
   if grep -q "no events lost" "$work/tp.err"; then lost=0; else
     lost=$(sed -n 's/.*LOST EVENTS: \([0-9]*\).*/\1/p' "$work/tp.err"); lost=${lost:-?}; fi
-  cpu=$(sed -n 's/.*recorder CPU \([0-9.]*\)s.*; \([0-9.]*\)s until.*/\1(\2)/p' "$work/tp.err")
+  # total(while recording): tp's whole CPU time, and the part spent while the load ran.
+  cpu=$(sed -n "s/.*tp's own CPU time \([0-9.]*\)s: .*, \([0-9.]*\)s while recording.*/\1(\2)/p" "$work/tp.err")
   echo "$(ns_of "$work/out") $lost ${cpu:-?}"
 }
 

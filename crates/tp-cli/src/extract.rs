@@ -55,9 +55,10 @@ pub fn run(args: Args) -> Result<i32> {
     if !args.quiet {
         let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
         eprintln!(
-            "tp: extracted {} ({} pages, {nevents} events) from {} in {:.2}s -> {}",
+            "tp: extracted {} ({}, {}) from {} in {:.2}s -> {}",
             crate::record::human(bytes),
-            bytes / meta.page_size().max(1) as u64,
+            crate::record::count(bytes / meta.page_size().max(1) as u64, "page"),
+            crate::record::count(nevents, "event"),
             if inst.name().is_empty() {
                 "the top-level buffer".to_string()
             } else {

@@ -20,7 +20,7 @@ pub mod session;
 mod status;
 pub mod user;
 
-pub use status::human;
+pub use status::{count, human};
 
 use session::{Selection, Session, Settings, Target};
 
@@ -227,6 +227,8 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     }
     let cap = inst.capture(outs, &CaptureConfig::default())?;
     let t0 = Instant::now();
+    let (u, s) = process::self_cpu_time();
+    let setup_cpu = u + s;
     session::start(&inst, &events, &mut child)?;
     if std::env::var_os("TP_TEST_PANIC_WHILE_RECORDING").is_some() {
         // For the state tests: the instance must go on a panic's unwinding too.
@@ -251,7 +253,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     let elapsed = t0.elapsed();
     let per_cpu = cap.finish()?;
     let (u, s) = process::self_cpu_time();
-    let capture_cpu = u + s;
+    let cpu = status::CpuTimes { setup: setup_cpu, recording: u + s };
     status.clear();
     let stats: Vec<CpuStats> = inst.all_stats()?;
     // Restore the default signal dispositions only after the child has been handled.
@@ -288,7 +290,7 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
             &lost,
             stop,
             written.is_ok(),
-            capture_cpu,
+            cpu,
         );
     }
     written?;
@@ -340,7 +342,8 @@ fn announce(
         format!("instances/{}", inst.name())
     };
     eprintln!(
-        "tp: recording {n_events} event types of {what} in {name} into {}{}",
+        "tp: recording {} of {what} in {name} into {}{}",
+        status::count(n_events as u64, "event type"),
         args.file.output.display(),
         if child.is_none() { " (Ctrl-C to stop)" } else { "" }
     );

@@ -61,6 +61,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if std::path::Path::new(&args.input).is_dir() {
+        anyhow::bail!(
+            "cannot read {}: it is a directory (give a trace.dat or perf.data file)",
+            args.input
+        );
+    }
     let mut file =
         std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
     // perf.data (`PERFILE2`) or trace.dat, by the magic.
@@ -73,6 +79,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut dat =
         TraceDat::open_file_lazy(file).with_context(|| format!("cannot read {}", args.input))?;
     let buffers = chosen_buffers(&args, &dat)?;
+    // `-C N` for a CPU the trace does not have is an error, as `-e nosuch` is.
+    let cpu_count = dat.cpu_count().unwrap_or(0);
+    for &c in &args.cpus {
+        if c >= cpu_count && !dat.buffers().iter().any(|b| b.cpus.iter().any(|d| d.cpu == c)) {
+            let mut have: Vec<u32> = (0..cpu_count).collect();
+            have.extend(dat.buffers().iter().flat_map(|b| b.cpus.iter().map(|d| d.cpu)));
+            have.sort_unstable();
+            have.dedup();
+            let have: Vec<String> = have.iter().map(u32::to_string).collect();
+            anyhow::bail!("no CPU {c} in {} (it has CPUs {})", args.input, have.join(", "));
+        }
+    }
     let header = !args.json && !args.no_header && !args.stat;
     let counts = load_formats(&args, &mut dat, &buffers, header)?;
     let renderer = renderer_for(&args, &mut dat);

@@ -1033,3 +1033,66 @@ fn help_names_every_subcommand() {
         assert!(first.contains(c), "{c} missing from {first:?}");
     }
 }
+
+/// Counts read as English (`1 event type`, `1 page`), and tp's CPU time is split into
+/// setting up, recording and writing the file.
+#[test]
+fn summary_counts_and_cpu_time_read_plainly() {
+    require_tracefs();
+    let t = Tmp::new("plural");
+    let f = t.file("t.dat");
+    let out =
+        tp(&["record", "-e", "sched:sched_process_exit", "-o", f.to_str().unwrap(), "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("recording 1 event type of command"), "{err}");
+    assert!(err.contains("tp: 1 event, 4.0 KiB (1 page) on "), "{err}");
+    assert!(err.contains("s setting up (formats, buffers), "), "{err}");
+    assert!(err.contains("s while recording, ") && err.contains("s writing the file"), "{err}");
+    // tp report: a CPU the trace does not have, a directory as the input.
+    let out = tp(&["report", "-C", "7", "-i", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no CPU 7 in "), "{err}");
+    let out = tp(&["report", "-i", t.0.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("directory").count(), 1, "{err}");
+}
+
+/// On a terminal the live line counts events and its rate includes what is still in the
+/// buffers: a steady load never reads 0.0 MB/s (the capture threads move pages only when a
+/// buffer is half full). `script` gives tp a terminal.
+#[test]
+fn live_status_counts_events_at_a_steady_rate() {
+    require_tracefs();
+    let t = Tmp::new("live");
+    let f = t.file("t.dat");
+    let cmd = format!(
+        "{TP} record -e raw_syscalls -o {} -- sh -c 'i=0; while [ $i -lt 40000 ]; do i=$((i+1)); : > /dev/null; done'",
+        f.display()
+    );
+    let _g = starting();
+    let out = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("script (util-linux) is installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let lines: Vec<&str> = text.split(['\r', '\n']).filter(|l| l.contains(" MB/s ")).collect();
+    let rates: Vec<(f64, f64)> = lines
+        .iter()
+        .filter_map(|l| {
+            let l = l.trim_start_matches("\x1b[K");
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.get(1)?.trim_end_matches('s').parse().ok()?;
+            let mbs = w.iter().position(|x| *x == "MB/s")?;
+            Some((at, w.get(mbs - 1)?.parse().ok()?))
+        })
+        .collect();
+    assert!(lines.iter().all(|l| l.contains(" events ")), "{lines:?}");
+    let steady: Vec<f64> = rates.iter().filter(|(at, _)| *at >= 0.5).map(|r| r.1).collect();
+    assert!(steady.len() >= 2, "the load ran too short: {lines:?}");
+    assert!(steady.iter().all(|&r| r > 0.0), "{lines:?}");
+}

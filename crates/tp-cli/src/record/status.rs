@@ -12,17 +12,17 @@ use super::Stop;
 pub struct Status {
     live: bool,
     last_draw: Option<Instant>,
-    last_bytes: u64,
-    last_t: Duration,
+    /// (elapsed, bytes produced) of the last draws, for the rate over about a second.
+    samples: std::collections::VecDeque<(Duration, u64)>,
     ncpus: usize,
 }
 
 impl Status {
     pub fn new(live: bool, ncpus: usize) -> Status {
-        Status { live, last_draw: None, last_bytes: 0, last_t: Duration::ZERO, ncpus }
+        Status { live, last_draw: None, samples: Default::default(), ncpus }
     }
 
-    /// Redraw at most every 250 ms: elapsed, bytes, MB/s, lost events per CPU.
+    /// Redraw at most every 250 ms: elapsed, events, bytes, MB/s, lost events per CPU.
     pub fn update(&mut self, elapsed: Duration, bytes: &[(u32, u64)], inst: &Instance) {
         if !self.live {
             return;
@@ -31,18 +31,26 @@ impl Status {
             return;
         }
         self.last_draw = Some(Instant::now());
-        let total: u64 = bytes.iter().map(|(_, b)| b).sum();
-        let dt = (elapsed - self.last_t).as_secs_f64().max(1e-3);
-        let rate = (total - self.last_bytes.min(total)) as f64 / dt / 1e6;
-        self.last_bytes = total;
-        self.last_t = elapsed;
+        let stats = inst.all_stats().unwrap_or_default();
+        let saved: u64 = bytes.iter().map(|(_, b)| b).sum();
+        // The capture threads move pages only when a buffer is half full: the bytes still
+        // in the buffers count too, or the rate would read 0.0 between wakeups.
+        let produced = saved + stats.iter().map(|s| s.bytes).sum::<u64>();
+        let events: u64 = stats.iter().map(|s| s.read_events + s.entries).sum();
+        self.samples.push_back((elapsed, produced));
+        while self.samples.len() > 2 && elapsed - self.samples[1].0 >= Duration::from_secs(1) {
+            self.samples.pop_front();
+        }
+        let (t_old, b_old) = self.samples[0];
+        let dt = (elapsed - t_old).as_secs_f64();
+        let rate = if dt > 0.0 { produced.saturating_sub(b_old) as f64 / dt / 1e6 } else { 0.0 };
         let mut line = format!(
-            "tp: {:6.1}s  {:>9}  {:7.1} MB/s  lost:",
+            "tp: {:6.1}s  {:>12}  {:>9}  {:7.1} MB/s  lost:",
             elapsed.as_secs_f64(),
-            human(total),
+            count(events, "event"),
+            human(saved),
             rate
         );
-        let stats = inst.all_stats().unwrap_or_default();
         for s in stats.iter().take(self.ncpus.min(16)) {
             line.push_str(&format!(" {}:{}", s.cpu, s.lost()));
         }
@@ -60,6 +68,15 @@ impl Status {
     }
 }
 
+/// `1 page`, `2 pages`.
+pub fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 pub fn human(b: u64) -> String {
     if b >= 1 << 30 {
         format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
@@ -70,6 +87,13 @@ pub fn human(b: u64) -> String {
     } else {
         format!("{b} B")
     }
+}
+
+/// tp's own CPU time (user + system) when recording started and when it stopped.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuTimes {
+    pub setup: Duration,
+    pub recording: Duration,
 }
 
 /// The summary on stderr. Lost events are always spelled out, per CPU.
@@ -83,7 +107,7 @@ pub fn summary(
     lost: &[Lost],
     stop: Stop,
     written: bool,
-    capture_cpu: Duration,
+    cpu: CpuTimes,
 ) {
     let events: u64 = stats.iter().map(|s| s.read_events + s.entries).sum();
     let why = match stop {
@@ -94,20 +118,23 @@ pub fn summary(
     };
     let pages = bytes / page_size.max(1) as u64;
     eprintln!(
-        "tp: {events} events, {} ({pages} pages) on {} CPUs in {:.2}s ({why}){}",
+        "tp: {}, {} ({}) on {} in {:.2}s ({why}){}",
+        count(events, "event"),
         human(bytes),
-        stats.len(),
+        count(pages, "page"),
+        count(stats.len() as u64, "CPU"),
         elapsed.as_secs_f64(),
         if written { format!(" -> {}", out.display()) } else { String::new() }
     );
     let (user, sys) = tp_tracefs::process::self_cpu_time();
+    let total = user + sys;
     eprintln!(
-        "tp: recorder CPU {:.3}s (user {:.3}s, system {:.3}s; {:.3}s until the recording stopped, \
-         the rest writing the file)",
-        (user + sys).as_secs_f64(),
-        user.as_secs_f64(),
-        sys.as_secs_f64(),
-        capture_cpu.as_secs_f64()
+        "tp: tp's own CPU time {:.3}s: {:.3}s setting up (formats, buffers), {:.3}s while recording, \
+         {:.3}s writing the file",
+        total.as_secs_f64(),
+        cpu.setup.as_secs_f64(),
+        cpu.recording.saturating_sub(cpu.setup).as_secs_f64(),
+        total.saturating_sub(cpu.recording).as_secs_f64()
     );
     let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
     let flagged: u64 = lost.iter().map(|l| l.flagged_pages).sum();
