@@ -99,6 +99,11 @@ impl<O> Pairing<O> {
     ) -> Result<(), E> {
         let step =
             if id == self.ids.0 || id == self.ids.1 { renderer.graph_step(data) } else { None };
+        // The usual case, every record of a trace without function_graph events: nothing
+        // held (so no open call), nothing to pair.
+        if step.is_none() && self.waiting.is_empty() {
+            return emit(Out::Event { cpu, ts, data, graph: Graph::Plain });
+        }
         let pid = renderer.common(data).map_or(0, |c| c.pid);
         if let Some((i, func, depth, call_pid)) = self.open_call(cpu) {
             match step {
