@@ -86,6 +86,15 @@ pub(crate) fn drain(
     total
 }
 
+/// The records of a ring's readable bytes (`first`, then `second` after the wrap), handed to
+/// `f` whole: the reader's own parsing, without a mapping (for tests and fuzzing). Stops
+/// at a record with an impossible size (counted in `corrupt`).
+pub fn records_in(first: &[u8], second: &[u8], mut f: impl FnMut(&[u8])) -> RingStats {
+    let mut stats = RingStats::default();
+    drain(Readable { first, second }, &mut Vec::new(), &mut stats, &mut f);
+    stats
+}
+
 /// One mapped ring buffer.
 #[derive(Debug)]
 pub struct Ring {
