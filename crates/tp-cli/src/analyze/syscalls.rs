@@ -215,6 +215,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 }
             }
         }
+        if kinds.iter().any(|k| !matches!(k, Kind::Other)) {
+            missing.push(
+                "raw_syscalls: counted from syscalls:sys_enter_*/sys_exit_*, so only the syscalls whose events were enabled".to_string(),
+            );
+        }
         have_enter |= kinds.iter().any(|k| matches!(k, Kind::Enter(_)));
         have_exit |= kinds.iter().any(|k| matches!(k, Kind::Exit(..)));
     }

@@ -26,8 +26,9 @@ use super::{Select, TimeArg};
 pub const CPU_BITS: u32 = 24;
 const CPU_MASK: u32 = (1 << CPU_BITS) - 1;
 
-/// Files smaller than this get no progress bar: they take well under a second.
-const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+/// Files smaller than this get no progress bar: they take well under a second (compressed,
+/// 4 MiB is about a million events).
+const PROGRESS_MIN_BYTES: u64 = 4 << 20;
 
 /// One event of the window.
 #[derive(Debug, Clone, Copy)]
