@@ -8,6 +8,7 @@ mod convert;
 mod extract;
 mod format;
 mod list;
+mod probe;
 mod record;
 mod report;
 mod stat;
@@ -43,6 +44,8 @@ enum Command {
     Stat(stat::Args),
     /// Page faults from a recording: per task, kind, page, instruction and file.
     Faults(analyze::faults::Args),
+    /// Define, list and remove dynamic probes on a binary's functions (uprobes).
+    Probe(probe::Args),
     /// Convert a trace.dat to another format (Perfetto).
     Convert(convert::Args),
 }
@@ -65,6 +68,7 @@ fn main() {
         Command::Stat(a) => stat::run(a),
         Command::Faults(a) => analyze::faults::run(a),
         Command::Convert(a) => convert::run(a),
+        Command::Probe(a) => probe::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -23,6 +23,9 @@ pub enum Error {
     NoSuchEvent { glob: String },
     /// The kernel rejected a filter; `message` is what its `error_log` said.
     Filter { event: String, filter: String, message: String },
+    /// The kernel rejected a probe definition; `message` is its `error_log` entry (with the
+    /// caret under the offending word).
+    Probe { definition: String, message: String },
     /// A tracefs file did not parse (e.g. a `format` file).
     Parse { path: PathBuf, message: String },
     /// An instance could not be removed (still busy after retries).
@@ -84,6 +87,9 @@ impl fmt::Display for Error {
                     write!(f, ":\n{message}")?;
                 }
                 Ok(())
+            }
+            Error::Probe { definition, message } => {
+                write!(f, "the kernel rejected the probe {definition:?}:\n{message}")
             }
             Error::Parse { path, message } => write!(f, "{}: {message}", path.display()),
             Error::Busy { path } => {

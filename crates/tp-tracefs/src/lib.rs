@@ -71,9 +71,11 @@ pub mod instance;
 pub mod process;
 mod sys;
 pub mod tracefs;
+pub mod uprobe;
 
 pub use capture::{poll_readers, Capture, CaptureConfig, CpuCapture, RawReader};
 pub use error::{Error, Result};
 pub use events::{glob_match, match_glob, EventId};
 pub use instance::{instance_pid, remove_stale, Instance, INSTANCE_PREFIX};
 pub use tracefs::{parse_trace_clock, CpuStats, Tracefs, Uname, MOUNT_POINTS};
+pub use uprobe::{ProbeKind, Uprobe};

@@ -1,0 +1,227 @@
+//! `tp probe`: dynamic probes on a binary's functions (uprobes, uretprobes), defined in
+//! tracefs `uprobe_events` under perf's names (`probe_BINARY:FUNC`, `FUNC__return`), so that
+//! `tp record -e probe_BINARY:FUNC` records them like any tracepoint. They stay until
+//! `tp probe --del`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use tp_format::glob::glob_match;
+use tp_tracefs::{ProbeKind, Tracefs, Uprobe};
+
+pub mod elf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The binary (executable or shared library) the probe goes into.
+    #[arg(short = 'x', long = "exec", value_name = "BINARY")]
+    pub exec: Option<PathBuf>,
+    /// Define a probe: FUNC[%return][+OFF], then fetch arguments (NAME=FETCHARG or
+    /// FETCHARG: %di:u64, +0(%si):string, $retval). The default action with a FUNC.
+    #[arg(short = 'a', long)]
+    pub add: bool,
+    /// List the binary's functions (demangled), those matching GLOB.
+    #[arg(short = 'F', long, value_name = "GLOB", num_args = 0..=1, default_missing_value = "*")]
+    pub funcs: Option<String>,
+    /// List the probes defined now.
+    #[arg(short = 'l', long)]
+    pub list: bool,
+    /// Remove the probes GROUP:EVENT matching GLOB (`probe_x:*`).
+    #[arg(short = 'd', long, value_name = "GLOB")]
+    pub del: Option<String>,
+    /// FUNC[%return][+OFF] [NAME=FETCHARG ...]
+    #[arg(value_name = "PROBE")]
+    pub spec: Vec<String>,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    if let Some(g) = &a.funcs {
+        let bin = elf::Binary::read(need_exec(&a, "--funcs")?)?;
+        for name in function_names(&bin, g)? {
+            println!("{name}");
+        }
+        return Ok(0);
+    }
+    let tfs = Tracefs::discover()?;
+    if a.list {
+        for p in tfs.uprobes()? {
+            println!("  {}:{}\t(on {})", p.group, p.event, place(&p));
+        }
+        return Ok(0);
+    }
+    if let Some(g) = &a.del {
+        return delete(&tfs, g);
+    }
+    if a.spec.is_empty() {
+        bail!("nothing to do: give FUNC to probe (with -x BINARY), or --list, --del GLOB, --funcs");
+    }
+    let Some(exec) = &a.exec else {
+        if tfs.has_kprobes() {
+            bail!("kernel function probes (kprobes) are not supported by tp probe yet; give -x BINARY for a user-space probe");
+        }
+        bail!("this kernel has no kprobe events (no {}: CONFIG_KPROBE_EVENTS is off), so kernel functions cannot be probed; give -x BINARY for a user-space probe", tfs.path("kprobe_events").display());
+    };
+    let p = uprobe_for(exec, &a.spec[0], &a.spec[1..])?;
+    if tfs.uprobes()?.iter().any(|q| q.group == p.group && q.event == p.event) {
+        bail!(
+            "{}:{} is already defined (tp probe --list; remove it with tp probe --del {}:{})",
+            p.group,
+            p.event,
+            p.group,
+            p.event
+        );
+    }
+    tfs.add_uprobe(&p)?;
+    println!("Added new event:\n  {}:{}\t(on {})", p.group, p.event, place(&p));
+    println!(
+        "\nYou can now use it in all tp tools, such as:\n\n\ttp record -e {}:{} -- COMMAND",
+        p.group, p.event
+    );
+    Ok(0)
+}
+
+fn need_exec<'a>(a: &'a Args, what: &str) -> Result<&'a Path> {
+    a.exec.as_deref().with_context(|| format!("{what} needs -x BINARY"))
+}
+
+/// `PATH:0xOFF [ARGS]` of a probe, for listings.
+fn place(p: &Uprobe) -> String {
+    let mut s = format!("{}:0x{:x}", p.path, p.offset);
+    if let Some(r) = p.ref_ctr {
+        s.push_str(&format!("(0x{r:x})"));
+    }
+    if p.kind == ProbeKind::Return {
+        s.push_str(" return");
+    }
+    for a in &p.args {
+        s.push(' ');
+        s.push_str(a);
+    }
+    s
+}
+
+fn delete(tfs: &Tracefs, glob: &str) -> Result<i32> {
+    let (gg, eg) = glob.split_once(':').unwrap_or(("*", glob));
+    let mut n = 0;
+    for p in tfs.uprobes()? {
+        if glob_match(gg, &p.group) && glob_match(eg, &p.event) {
+            tfs.remove_uprobe(&p.group, &p.event)?;
+            println!("Removed event: {}:{}", p.group, p.event);
+            n += 1;
+        }
+    }
+    if n == 0 {
+        bail!("no probe matches {glob:?} (tp probe --list)");
+    }
+    Ok(0)
+}
+
+/// Demangled function names matching `glob` (or whose symbol matches), sorted, once each.
+pub fn function_names(bin: &elf::Binary, glob: &str) -> Result<Vec<String>> {
+    let mut v: Vec<String> = bin
+        .functions()?
+        .into_iter()
+        .filter(|f| glob_match(glob, &f.name) || glob_match(glob, &f.mangled))
+        .map(|f| f.name)
+        .collect();
+    v.dedup();
+    Ok(v)
+}
+
+/// perf's group for a binary: `probe_` and its name up to the first dot, other characters
+/// than letters, digits and `_` as `_` (`libc.so.6` -> `probe_libc`).
+pub fn group_for(path: &Path) -> String {
+    let base = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = base.split('.').next().unwrap_or("");
+    format!("probe_{}", event_name(stem))
+}
+
+/// A name the kernel takes as an event name: letters, digits and `_`, not starting with a
+/// digit.
+pub fn event_name(s: &str) -> String {
+    let mut n: String =
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
+        n.insert(0, '_');
+    }
+    n
+}
+
+/// The uprobe `FUNC[%return][+OFF]` in `exec` with `args` passed through.
+pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
+    let path = std::fs::canonicalize(exec)
+        .with_context(|| format!("-x {}: no such file", exec.display()))?;
+    let (spec, kind) = match spec.strip_suffix("%return") {
+        Some(s) => (s, ProbeKind::Return),
+        None => (spec, ProbeKind::Entry),
+    };
+    let (func, off) = match spec.split_once('+') {
+        Some((f, o)) => (f, parse_offset(o)?),
+        None => (spec, 0),
+    };
+    if func.is_empty() {
+        bail!("no function in probe {spec:?} (FUNC[%return][+OFF])");
+    }
+    let bin = elf::Binary::read(&path)?;
+    let funcs = bin.functions()?;
+    let mut addrs: Vec<u64> =
+        funcs.iter().filter(|f| f.mangled == func || f.name == func).map(|f| f.address).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    let addr = match addrs[..] {
+        [a] => a,
+        [] => {
+            let names: Vec<String> = funcs.iter().map(|f| f.name.clone()).collect();
+            let near = tp_perf::events::suggest(func, &names);
+            let hint = if near.is_empty() {
+                "tp probe -x BINARY --funcs lists them".to_string()
+            } else {
+                format!("did you mean {}?", near.join(", "))
+            };
+            bail!("{} has no function {func:?} (stripped?): {hint}", path.display());
+        }
+        _ => bail!(
+            "{func:?} names {} functions in {} (at {}): give the mangled symbol",
+            addrs.len(),
+            path.display(),
+            addrs.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let offset = bin.file_offset(addr + off)?;
+    let mut event = event_name(&elf::demangle(func).replace("::", "_"));
+    if off != 0 {
+        event = format!("{event}_{off}");
+    }
+    if kind == ProbeKind::Return {
+        event.push_str("__return");
+    }
+    Ok(Uprobe {
+        kind,
+        group: group_for(&path),
+        event,
+        path: path.to_string_lossy().into_owned(),
+        offset,
+        ref_ctr: None,
+        args: args.to_vec(),
+    })
+}
+
+fn parse_offset(s: &str) -> Result<u64> {
+    let r = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| anyhow::anyhow!("bad offset {s:?} (decimal or 0x hex)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_like_perf() {
+        assert_eq!(group_for(Path::new("/lib/x86_64-linux-gnu/libc.so.6")), "probe_libc");
+        assert_eq!(group_for(Path::new("/tmp/my-prog")), "probe_my_prog");
+        assert_eq!(event_name("9x"), "_9x");
+    }
+}

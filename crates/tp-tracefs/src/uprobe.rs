@@ -1,0 +1,176 @@
+//! Dynamic probes on user-space code: `uprobe_events` lines (`p:GRP/EVENT PATH:0xOFF[(0xREF)]
+//! ARGS`, `r:` for return probes), adding and removing them, and reading why the kernel
+//! rejected one (`error_log`, with its caret line). kprobes use `kprobe_events`, which a
+//! kernel without CONFIG_KPROBE_EVENTS does not have ([`Tracefs::has_kprobes`]).
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::events::EventId;
+use crate::sys;
+use crate::tracefs::Tracefs;
+
+/// Where the probe fires: at the function's entry (`p`) or at its return (`r`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeKind {
+    Entry,
+    Return,
+}
+
+/// One uprobe definition, as `uprobe_events` holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uprobe {
+    pub kind: ProbeKind,
+    pub group: String,
+    pub event: String,
+    /// Absolute path of the binary.
+    pub path: String,
+    /// File offset of the probed instruction.
+    pub offset: u64,
+    /// File offset of a USDT semaphore the kernel counts up while the probe is enabled.
+    pub ref_ctr: Option<u64>,
+    /// Fetch arguments as the kernel takes them (`arg1=%di:u64`, `+0(%si):string`).
+    pub args: Vec<String>,
+}
+
+impl Uprobe {
+    /// The event this probe appears as in `events/`.
+    pub fn id(&self) -> EventId {
+        EventId::new(&self.group, &self.event)
+    }
+
+    /// Parse one `uprobe_events` line; `None` for anything else.
+    pub fn parse(line: &str) -> Option<Uprobe> {
+        let mut words = line.split_whitespace();
+        let head = words.next()?;
+        let (kind, name) = match head.split_once(':') {
+            Some(("p", n)) => (ProbeKind::Entry, n),
+            Some(("r", n)) => (ProbeKind::Return, n),
+            _ => return None,
+        };
+        let (group, event) = name.split_once('/')?;
+        let target = words.next()?;
+        let (path, place) = target.rsplit_once(':')?;
+        let (off, ref_ctr) = match place.split_once('(') {
+            Some((o, r)) => (o, Some(parse_hex(r.strip_suffix(')')?)?)),
+            None => (place, None),
+        };
+        Some(Uprobe {
+            kind,
+            group: group.to_string(),
+            event: event.to_string(),
+            path: path.to_string(),
+            offset: parse_hex(off)?,
+            ref_ctr,
+            args: words.map(str::to_string).collect(),
+        })
+    }
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// The line written to `uprobe_events`.
+impl fmt::Display for Uprobe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let k = match self.kind {
+            ProbeKind::Entry => 'p',
+            ProbeKind::Return => 'r',
+        };
+        write!(f, "{k}:{}/{} {}:0x{:x}", self.group, self.event, self.path, self.offset)?;
+        if let Some(r) = self.ref_ctr {
+            write!(f, "(0x{r:x})")?;
+        }
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Tracefs {
+    /// The uprobes defined now, in `uprobe_events` order.
+    pub fn uprobes(&self) -> Result<Vec<Uprobe>> {
+        Ok(self.read("uprobe_events")?.lines().filter_map(Uprobe::parse).collect())
+    }
+
+    /// Define a uprobe. When the kernel rejects the definition the error carries its
+    /// `error_log` entry (message, command and caret).
+    pub fn add_uprobe(&self, p: &Uprobe) -> Result<()> {
+        let def = p.to_string();
+        match sys::append_file(&self.path("uprobe_events"), def.as_bytes()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() && !sys::exists(&self.path("uprobe_events")) => {
+                Err(Error::Other(format!(
+                    "{}: this kernel has no uprobe events (CONFIG_UPROBE_EVENTS)",
+                    self.path("uprobe_events").display()
+                )))
+            }
+            Err(e) if matches!(e, Error::Sys { .. }) => {
+                let message = self.read("error_log").ok().and_then(|t| last_error(&t));
+                Err(Error::Probe {
+                    definition: def,
+                    message: message.unwrap_or_else(|| e.to_string()),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Remove the uprobe `group/event`. A probe enabled in some buffer is busy (EBUSY).
+    pub fn remove_uprobe(&self, group: &str, event: &str) -> Result<()> {
+        let cmd = format!("-:{group}/{event}");
+        match sys::append_file(&self.path("uprobe_events"), cmd.as_bytes()) {
+            Err(e) if e.errno() == Some(libc::EBUSY) => Err(Error::Other(format!(
+                "cannot remove {group}:{event}: it is enabled in a tracing buffer (a recording is using it)"
+            ))),
+            Err(e) if e.errno() == Some(libc::ENOENT) => {
+                Err(Error::Other(format!("no uprobe {group}:{event}")))
+            }
+            r => r,
+        }
+    }
+
+    /// True when this kernel has kprobe events (`kprobe_events`).
+    pub fn has_kprobes(&self) -> bool {
+        sys::exists(&self.path("kprobe_events"))
+    }
+}
+
+/// The last `error_log` entry: its `[time] source: error: ...` line, the command and the caret.
+fn last_error(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().rposition(|l| l.starts_with('['))?;
+    Some(lines[start..].join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip() {
+        for l in [
+            "p:probe_x/f /tmp/x:0x0000000000001139 arg1=%di:u64",
+            "r:probe_x/f__return /tmp/x:0x0000000000001139 ret=$retval:s32",
+            "p:sdt_app/tick /tmp/a:0x0000000000001139(0x4010) arg1=%di:s32",
+        ] {
+            let p = Uprobe::parse(l).unwrap();
+            assert_eq!(Uprobe::parse(&p.to_string()).unwrap(), p, "{l}");
+        }
+        let p = Uprobe::parse("p:sdt_app/tick /a:0x10(0x4010) arg1=%di:s32").unwrap();
+        assert_eq!((p.offset, p.ref_ctr, p.args.len()), (0x10, Some(0x4010), 1));
+        assert_eq!(p.to_string(), "p:sdt_app/tick /a:0x10(0x4010) arg1=%di:s32");
+        assert!(Uprobe::parse("x:y").is_none());
+    }
+
+    #[test]
+    fn error_log_entry_keeps_the_caret() {
+        let t = "[ 1.0] trace_uprobe: error: Old\n  Command: a\n  ^\n[ 3737.554602] trace_uprobe: error: Invalid register name\n  Command: p:probe_tst/x /bin/true:0x10 %zz\n                                        ^\n";
+        let e = last_error(t).unwrap();
+        assert!(e.starts_with("[ 3737.554602] trace_uprobe: error: Invalid register name"));
+        assert!(e.ends_with('^'));
+    }
+}
