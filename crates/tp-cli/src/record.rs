@@ -63,6 +63,9 @@ pub struct Opts {
     /// Use (and restore) an existing instance instead of a private one.
     #[arg(short = 'B', long = "instance", value_name = "NAME")]
     pub instance: Option<String>,
+    /// The binary whose USDT probes `-e sdt_PROVIDER:NAME` names (default: the command's).
+    #[arg(short = 'x', long = "exec", value_name = "BINARY")]
+    pub exec: Option<PathBuf>,
     /// No status line and no summary.
     #[arg(short = 'q', long)]
     pub quiet: bool,
@@ -145,6 +148,13 @@ pub enum Stop {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
+    // Defined before anything else and removed after everything (drop order: last).
+    let _sdt_probes = crate::probe::run::define_for_record(
+        &args.trace.events,
+        args.exec.as_deref(),
+        &args.command,
+        args.quiet,
+    )?;
     if perf::wanted(&args.perf, &args.trace.events) {
         let default_out = args.file.output == Path::new("trace.dat");
         return perf::run(perf::Request {

@@ -18,6 +18,11 @@ struct Prog {
 
 impl Prog {
     fn build(name: &str, src: &str) -> Prog {
+        Prog::build_from(name, &[src], &["-O1", "-g"])
+    }
+
+    /// Build `name` from C sources with gcc `flags`; `PROV` is defined as `NAME<pid>`.
+    fn build_from(name: &str, srcs: &[&str], flags: &[&str]) -> Prog {
         assert!(
             Path::new(UPROBE_EVENTS).exists(),
             "these tests need root and {UPROBE_EVENTS} (CI runs as root)"
@@ -25,11 +30,25 @@ impl Prog {
         let dir = std::env::temp_dir().join(format!("tp-probe-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let c = dir.join(format!("{name}.c"));
-        std::fs::write(&c, src).unwrap();
+        let files: Vec<PathBuf> = srcs
+            .iter()
+            .enumerate()
+            .map(|(i, src)| {
+                let c = dir.join(format!("{name}{i}.c"));
+                std::fs::write(&c, src).unwrap();
+                c
+            })
+            .collect();
         // The binary's name carries the pid: parallel runs get groups of their own.
         let exe = dir.join(format!("{name}{}", std::process::id()));
-        let out = Command::new("gcc").args(["-O1", "-g", "-o"]).arg(&exe).arg(&c).output().unwrap();
+        let out = Command::new("gcc")
+            .args(flags)
+            .arg(format!("-DPROV={name}{}", std::process::id()))
+            .arg("-o")
+            .arg(&exe)
+            .args(&files)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "gcc: {}", String::from_utf8_lossy(&out.stderr));
         let group = format!("probe_{name}{}", std::process::id());
         Prog { dir, exe, groups: vec![group] }
@@ -167,4 +186,187 @@ fn kernel_functions_without_kprobe_events_are_refused_clearly() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no kprobe events"), "{err}");
+}
+
+/// A program with two USDT probes: `PROV:plain` (no semaphore; an int, a long and a short)
+/// and `PROV:gated` (behind its semaphore, in a file built with `_SDT_HAS_SEMAPHORES`). It
+/// prints how many times it saw the semaphore set. `PROV` (`NAME<pid>`) goes through one
+/// more macro so that it is expanded before sdt.h stringizes it.
+const SDT_MAIN: &str = r#"
+#include <sys/sdt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#define PROBE3(...) DTRACE_PROBE3(__VA_ARGS__)
+#define SEM_(p) p##_gated_semaphore
+#define SEM(p) SEM_(p)
+extern unsigned short SEM(PROV);
+void gated(int i);
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    int delay_us = argc > 2 ? atoi(argv[2]) : 0;
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (delay_us) usleep(delay_us);
+        long big = (long)i * 1000 - 5;
+        short small = (short)(-i);
+        PROBE3(PROV, plain, i, big, small);
+        if (SEM(PROV)) { seen++; gated(i * 2); }
+    }
+    printf("semaphore seen %d\n", seen);
+    return 0;
+}
+"#;
+
+const SDT_GATED: &str = r#"
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+#define PROBE1(...) DTRACE_PROBE1(__VA_ARGS__)
+#define SEM_(p) p##_gated_semaphore
+#define SEM(p) SEM_(p)
+unsigned short SEM(PROV) __attribute__((section(".probes")));
+void gated(int i) { PROBE1(PROV, gated, i); }
+"#;
+
+/// The SDT program's provider: its name and the test process's pid (each test has its own).
+fn provider(p: &Prog) -> String {
+    p.exe.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Build the SDT program with `opt` (-O0 puts the arguments on the stack, -O2 in registers),
+/// named `TAG_OPT`. `owns`: whether dropping it removes the `sdt_PROV` probes.
+fn sdt_prog(tag: &str, opt: &str, owns: bool) -> Prog {
+    let name = format!("{tag}_{}", opt.trim_start_matches('-'));
+    let mut p = Prog::build_from(&name, &[SDT_MAIN, SDT_GATED], &[opt]);
+    p.groups = if owns { vec![format!("sdt_{}", provider(&p))] } else { Vec::new() };
+    p
+}
+
+/// (provider, name, location, semaphore, arguments) as `readelf -n` prints them.
+fn readelf_notes(exe: &Path) -> Vec<(String, String, u64, u64, String)> {
+    let out = Command::new("readelf").arg("-n").arg(exe).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).unwrap();
+    let mut v = Vec::new();
+    let mut cur: Vec<String> = Vec::new();
+    for l in text.lines().map(str::trim) {
+        if let Some(x) = l.strip_prefix("Provider: ") {
+            cur = vec![x.to_string()];
+        } else if let Some(x) = l.strip_prefix("Name: ") {
+            cur.push(x.to_string());
+        } else if let Some(x) = l.strip_prefix("Location: ") {
+            // Location: 0x..., Base: 0x..., Semaphore: 0x...
+            cur.extend(x.split(", ").map(|p| p.split_once(": ").map_or(p, |x| x.1).to_string()));
+        } else if let Some(x) = l.strip_prefix("Arguments: ") {
+            v.push((cur[0].clone(), cur[1].clone(), hex(&cur[2]), hex(&cur[4]), x.to_string()));
+        }
+    }
+    v
+}
+
+fn tp_sdt_notes(exe: &Path) -> Vec<(String, String, u64, u64, String)> {
+    let text = ok(&tp(&["probe", "-x", exe.to_str().unwrap(), "--sdt"]));
+    let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).unwrap();
+    text.lines()
+        .map(|l| {
+            let (name, rest) = l.split_once('\t').unwrap();
+            let (prov, name) = name.strip_prefix("sdt_").unwrap().split_once(':').unwrap();
+            let field = |k: &str| rest.split_once(k).unwrap().1.split("  ").next().unwrap();
+            let args = rest.split_once("arguments ").map_or("", |x| x.1).to_string();
+            (prov.into(), name.into(), hex(field("location ")), hex(field("semaphore ")), args)
+        })
+        .collect()
+}
+
+#[test]
+fn sdt_notes_are_listed_as_readelf_shows_them() {
+    for opt in ["-O0", "-O2"] {
+        let p = sdt_prog("list", opt, false);
+        let want = readelf_notes(&p.exe);
+        assert_eq!(want.len(), 2, "{want:?}");
+        assert!(want.iter().any(|n| n.3 != 0) && want.iter().any(|n| n.3 == 0), "{want:?}");
+        assert_eq!(tp_sdt_notes(&p.exe), want, "{opt}");
+    }
+}
+
+/// Runs the SDT program under `tp record -e 'sdt_PROV:*'` and checks every firing's values.
+fn record_sdt(p: &Prog, n: i64) {
+    let exe = p.exe.to_str().unwrap();
+    let group = format!("sdt_{}", provider(p));
+    let out = p.dir.join("t.dat");
+    let rec = tp(&[
+        "record",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        &format!("{group}:*"),
+        "--",
+        exe,
+        &n.to_string(),
+    ]);
+    // The semaphore was set by the kernel while the probe was enabled.
+    assert_eq!(ok(&rec).trim(), format!("semaphore seen {n}"));
+    assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    let args_of = |ev: &str| -> Vec<Vec<i64>> {
+        text.lines()
+            .filter(|l| l.contains(&format!(" {ev}: (")))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|w| w.split_once('=').map(|(_, v)| v.parse::<i64>().unwrap()))
+                    .collect()
+            })
+            .collect()
+    };
+    let plain: Vec<Vec<i64>> = (0..n).map(|i| vec![i, i * 1000 - 5, -i]).collect();
+    let gated: Vec<Vec<i64>> = (0..n).map(|i| vec![i * 2]).collect();
+    assert_eq!(args_of("plain"), plain, "{text}");
+    assert_eq!(args_of("gated"), gated, "{text}");
+}
+
+#[test]
+fn sdt_probes_record_every_firing_with_its_arguments_and_are_removed() {
+    for opt in ["-O0", "-O2"] {
+        let p = sdt_prog("rec", opt, true);
+        // Untraced, the semaphore stays clear.
+        let plain = Command::new(&p.exe).arg("5").output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&plain.stdout).trim(), "semaphore seen 0");
+        record_sdt(&p, 40);
+    }
+}
+
+#[test]
+fn probes_of_a_killed_recording_are_removed_by_the_next_run() {
+    let p = sdt_prog("kill", "-O1", true);
+    let exe = p.exe.to_str().unwrap();
+    let group = format!("sdt_{}", provider(&p));
+    let out = p.dir.join("k.dat");
+    let glob = format!("{group}:*");
+    // 2000 iterations 1 ms apart: the command outlives the tp that is killed.
+    let mut rec = Command::new(TP)
+        .args(["record", "-q", "-o", out.to_str().unwrap(), "-e", &glob, "--", exe, "2000", "1000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while uprobe_lines(&group).len() < 2 {
+        assert!(t0.elapsed().as_secs() < 20, "the recording never defined its probes");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    assert_eq!(uprobe_lines(&group).len(), 2, "a SIGKILL leaves them");
+    let ledger = Path::new("/run/tp/uprobes").join(rec.id().to_string());
+    assert!(ledger.exists());
+
+    let next = tp(&["record", "-q", "-o", out.to_str().unwrap(), "-e", &glob, "--", exe, "1"]);
+    let err = String::from_utf8_lossy(&next.stderr);
+    assert!(next.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("removed probe {group}:plain left by a tp run that was killed")),
+        "{err}"
+    );
+    assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
+    assert!(!ledger.exists());
 }

@@ -78,4 +78,4 @@ pub use error::{Error, Result};
 pub use events::{glob_match, match_glob, EventId};
 pub use instance::{instance_pid, remove_stale, Instance, INSTANCE_PREFIX};
 pub use tracefs::{parse_trace_clock, CpuStats, Tracefs, Uname, MOUNT_POINTS};
-pub use uprobe::{ProbeKind, Uprobe};
+pub use uprobe::{remove_stale_probes, ProbeKind, RunProbes, Uprobe};

@@ -116,6 +116,16 @@ pub fn mkdir(path: &Path) -> Result<()> {
     std::fs::create_dir(path).map_err(|e| Error::sys("mkdir", path, e))
 }
 
+/// Create (or truncate) a regular file and write `data` to it (tp's own state files).
+pub fn write_new_file(path: &Path, data: &[u8]) -> Result<()> {
+    std::fs::write(path, data).map_err(|e| Error::sys("write", path, e))
+}
+
+/// Remove a regular file.
+pub fn remove_file(path: &Path) -> Result<()> {
+    std::fs::remove_file(path).map_err(|e| Error::sys("unlink", path, e))
+}
+
 /// `rmdir`, returning the raw `io::Error` so the caller can retry on EBUSY.
 pub fn rmdir(path: &Path) -> io::Result<()> {
     #[cfg(test)]

@@ -139,6 +139,125 @@ impl Tracefs {
     }
 }
 
+/// Where a tp process lists the probes it defined for one run: `RUN_PROBES_DIR/<pid>`, one
+/// `uprobe_events` line each. A process killed before removing them leaves its file; the next
+/// run removes the probes it lists ([`remove_stale_probes`]).
+pub const RUN_PROBES_DIR: &str = "/run/tp/uprobes";
+
+/// Probes defined for one run (e.g. `tp record -e sdt_app:tick`), removed when dropped and,
+/// after a SIGKILL, by the next run. Drop it after the buffers that enable them are gone
+/// (an enabled probe cannot be removed).
+pub struct RunProbes {
+    tfs: Tracefs,
+    probes: Vec<Uprobe>,
+    ledger: std::path::PathBuf,
+}
+
+impl RunProbes {
+    pub fn new(tfs: &Tracefs) -> RunProbes {
+        let ledger = std::path::Path::new(RUN_PROBES_DIR).join(sys::getpid().to_string());
+        RunProbes { tfs: tfs.clone(), probes: Vec::new(), ledger }
+    }
+
+    /// Define `p`, listing it in this process's file first (so a kill right after still
+    /// leaves it findable).
+    pub fn add(&mut self, p: Uprobe) -> Result<()> {
+        self.probes.push(p);
+        self.write_ledger()?;
+        if let Err(e) = self.tfs.add_uprobe(self.probes.last().expect("just pushed")) {
+            self.probes.pop();
+            let _ = self.write_ledger();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    pub fn probes(&self) -> &[Uprobe] {
+        &self.probes
+    }
+
+    fn write_ledger(&self) -> Result<()> {
+        if self.probes.is_empty() {
+            return match sys::remove_file(&self.ledger) {
+                Err(e) if !e.is_not_found() => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let dir = std::path::Path::new(RUN_PROBES_DIR);
+        for d in [dir.parent().unwrap_or(dir), dir] {
+            if !sys::exists(d) {
+                match sys::mkdir(d) {
+                    Err(e) if e.errno() != Some(libc::EEXIST) => return Err(e),
+                    _ => {}
+                }
+            }
+        }
+        let text: String = self.probes.iter().map(|p| format!("{p}\n")).collect();
+        sys::write_new_file(&self.ledger, text.as_bytes())
+    }
+
+    /// Remove every probe; the first failure is returned after trying them all.
+    pub fn remove(mut self) -> Result<()> {
+        self.remove_all()
+    }
+
+    fn remove_all(&mut self) -> Result<()> {
+        let mut first = None;
+        for p in std::mem::take(&mut self.probes) {
+            if let Err(e) = self.tfs.remove_uprobe(&p.group, &p.event) {
+                first.get_or_insert(e);
+            }
+        }
+        if first.is_none() {
+            let _ = self.write_ledger();
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for RunProbes {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_all() {
+            eprintln!("tp: warning: {e}");
+        }
+    }
+}
+
+/// Remove the probes listed by tp processes that are gone (when the definition in
+/// `uprobe_events` is still the one they made). Returns `group:event` of those removed.
+/// Run it after [`crate::remove_stale`]: a stale instance may still enable them.
+pub fn remove_stale_probes(tfs: &Tracefs) -> Result<Vec<String>> {
+    let dir = std::path::Path::new(RUN_PROBES_DIR);
+    if !sys::exists(dir) {
+        return Ok(Vec::new());
+    }
+    let mut removed = Vec::new();
+    for name in sys::list_dir(dir)? {
+        let Ok(pid) = name.parse::<i32>() else { continue };
+        if pid == sys::getpid() || sys::process_alive(pid) {
+            continue;
+        }
+        let file = dir.join(&name);
+        let listed: Vec<Uprobe> =
+            sys::read_string(&file)?.lines().filter_map(Uprobe::parse).collect();
+        let now = tfs.uprobes()?;
+        for p in listed {
+            if now.iter().any(|q| same_place(q, &p)) {
+                tfs.remove_uprobe(&p.group, &p.event)?;
+                removed.push(format!("{}:{}", p.group, p.event));
+            }
+        }
+        sys::remove_file(&file)?;
+    }
+    Ok(removed)
+}
+
+/// The same definition (the kernel may print the arguments differently than written).
+fn same_place(a: &Uprobe, b: &Uprobe) -> bool {
+    (&a.group, &a.event, &a.path, a.offset, a.ref_ctr, a.kind)
+        == (&b.group, &b.event, &b.path, b.offset, b.ref_ctr, b.kind)
+}
+
 /// The last `error_log` entry: its `[time] source: error: ...` line, the command and the caret.
 fn last_error(text: &str) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();

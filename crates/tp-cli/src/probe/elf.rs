@@ -28,7 +28,9 @@ impl Binary {
         if !data.starts_with(b"\x7fELF") {
             bail!("{} is not an ELF file", path.display());
         }
-        Ok(Binary { path: path.to_path_buf(), data })
+        // uprobes need the absolute path.
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        Ok(Binary { path, data })
     }
 
     pub fn parse(&self) -> Result<object::File<'_>> {

@@ -10,6 +10,8 @@ use tp_format::glob::glob_match;
 use tp_tracefs::{ProbeKind, Tracefs, Uprobe};
 
 pub mod elf;
+pub mod run;
+pub mod sdt;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -23,6 +25,10 @@ pub struct Args {
     /// List the binary's functions (demangled), those matching GLOB.
     #[arg(short = 'F', long, value_name = "GLOB", num_args = 0..=1, default_missing_value = "*")]
     pub funcs: Option<String>,
+    /// List the binary's USDT probes (`.note.stapsdt`): provider, name, location, semaphore,
+    /// argument specs.
+    #[arg(long)]
+    pub sdt: bool,
     /// List the probes defined now.
     #[arg(short = 'l', long)]
     pub list: bool,
@@ -39,6 +45,20 @@ pub fn run(a: Args) -> Result<i32> {
         let bin = elf::Binary::read(need_exec(&a, "--funcs")?)?;
         for name in function_names(&bin, g)? {
             println!("{name}");
+        }
+        return Ok(0);
+    }
+    if a.sdt {
+        let bin = elf::Binary::read(need_exec(&a, "--sdt")?)?;
+        for n in sdt::notes(&bin)? {
+            println!(
+                "sdt_{}:{}\tlocation {:#x}  semaphore {:#x}  arguments {}",
+                event_name(&n.provider),
+                n.name,
+                n.location,
+                n.semaphore,
+                n.args
+            );
         }
         return Ok(0);
     }
@@ -85,7 +105,7 @@ fn need_exec<'a>(a: &'a Args, what: &str) -> Result<&'a Path> {
 }
 
 /// `PATH:0xOFF [ARGS]` of a probe, for listings.
-fn place(p: &Uprobe) -> String {
+pub(crate) fn place(p: &Uprobe) -> String {
     let mut s = format!("{}:0x{:x}", p.path, p.offset);
     if let Some(r) = p.ref_ctr {
         s.push_str(&format!("(0x{r:x})"));
