@@ -64,6 +64,43 @@ impl Drop for Prog {
     }
 }
 
+/// A tracefs instance of the test's own with one event group enabled, removed on drop: the
+/// kernel's own text of the same run.
+struct Twin(PathBuf);
+
+impl Twin {
+    fn enable(group: &str) -> Twin {
+        let dir = PathBuf::from(format!(
+            "/sys/kernel/tracing/instances/tp-probetest-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir(&dir).unwrap();
+        let t = Twin(dir);
+        std::fs::write(t.0.join(format!("events/{group}/enable")), "1").unwrap();
+        t
+    }
+
+    /// The event part of each line of the kernel's `trace` (after the timestamp).
+    fn bodies(&self) -> Vec<String> {
+        bodies(&std::fs::read_to_string(self.0.join("trace")).unwrap())
+    }
+}
+
+impl Drop for Twin {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("events/enable"), "0");
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// `f: (0x...) x=1` of each event line of a `trace` text.
+fn bodies(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(": ").map(|(_, b)| b.to_string()))
+        .collect()
+}
+
 fn tp(args: &[&str]) -> Output {
     Command::new(TP).args(args).output().unwrap()
 }
@@ -118,6 +155,7 @@ fn uprobe_and_uretprobe_record_every_call_with_its_argument_and_return_value() {
     assert_eq!(uprobe_lines(group).len(), 2);
 
     const N: i32 = 25;
+    let twin = Twin::enable(group);
     let out = p.dir.join("t.dat");
     let n = N.to_string();
     ok(&tp(&[
@@ -145,6 +183,9 @@ fn uprobe_and_uretprobe_record_every_call_with_its_argument_and_return_value() {
     let want_ret: Vec<i32> = (0..N).map(|i| i * 7 - 3).collect();
     assert_eq!(values("x=", "f"), want_x, "{text}");
     assert_eq!(values("ret=", "f__return"), want_ret, "{text}");
+    // Printed as the kernel prints them: `(0x...)`, `(0x<return> <- 0x<func>)`.
+    assert_eq!(bodies(&text), twin.bodies());
+    drop(twin);
 
     let del = ok(&tp(&["probe", "--del", &format!("{group}:f*")]));
     assert_eq!(del.lines().count(), 2, "{del}");

@@ -41,8 +41,34 @@ struct Event {
 
 impl Event {
     fn program(&self) -> &Result<Compiled, PrintFmtError> {
-        self.program.get_or_init(|| Compiled::compile(&self.format))
+        self.program.get_or_init(|| match uprobe_print_fmt(&self.format) {
+            Some(fmt) => Compiled::compile(&EventFormat { print_fmt: fmt, ..self.format.clone() }),
+            None => Compiled::compile(&self.format),
+        })
     }
+}
+
+/// The kernel prints uprobe events with its own function (print_uprobe_event), not their
+/// print fmt: `(0x%lx)` at entry and `(0x%lx <- 0x%lx)` with the return address first at
+/// return, where the format says `(%lx)` and `(%lx <- %lx)` of `__probe_func,
+/// __probe_ret_ip`. That text as a print fmt; `None` for other events. (kprobes share the
+/// fields but print `(symbol+off/size)`; they get the 0x form too, closer than a bare hex.)
+fn uprobe_print_fmt(f: &EventFormat) -> Option<String> {
+    let first: Vec<&str> = f.fields.iter().take(2).map(|x| x.name.as_str()).collect();
+    let fmt = f.print_fmt.as_str();
+    if first.first() == Some(&"__probe_ip") {
+        let rest = fmt.strip_prefix("\"(%lx)")?;
+        return Some(format!("\"(0x%lx){rest}"));
+    }
+    if first == ["__probe_func", "__probe_ret_ip"] {
+        let rest = fmt.strip_prefix("\"(%lx <- %lx)")?;
+        let (text, args) = rest.split_once("\", ")?;
+        let args = args.strip_prefix("REC->__probe_func, REC->__probe_ret_ip")?;
+        return Some(format!(
+            "\"(0x%lx <- 0x%lx){text}\", REC->__probe_ret_ip, REC->__probe_func{args}"
+        ));
+    }
+    None
 }
 
 /// Decoded common fields of a record.
@@ -377,6 +403,32 @@ pub fn push_json_str(out: &mut String, s: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn uprobes_print_as_the_kernel_prints_them() {
+        let fmt = |fields: &str, pf: &str| {
+            let text = format!(
+                "name: f\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n{fields}\nprint fmt: {pf}\n"
+            );
+            super::uprobe_print_fmt(&super::EventFormat::parse("probe_x", &text).unwrap())
+        };
+        let entry = "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:s32 x;\toffset:16;\tsize:4;\tsigned:1;";
+        assert_eq!(
+            fmt(entry, "\"(%lx) x=%d\", REC->__probe_ip, REC->x").unwrap(),
+            "\"(0x%lx) x=%d\", REC->__probe_ip, REC->x"
+        );
+        let ret = "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:s32 ret;\toffset:24;\tsize:4;\tsigned:1;";
+        assert_eq!(
+            fmt(ret, "\"(%lx <- %lx) ret=%d\", REC->__probe_func, REC->__probe_ret_ip, REC->ret")
+                .unwrap(),
+            "\"(0x%lx <- 0x%lx) ret=%d\", REC->__probe_ret_ip, REC->__probe_func, REC->ret"
+        );
+        assert_eq!(
+            fmt(ret, "\"(%lx <- %lx)\", REC->__probe_func, REC->__probe_ret_ip").unwrap(),
+            "\"(0x%lx <- 0x%lx)\", REC->__probe_ret_ip, REC->__probe_func"
+        );
+        assert!(fmt(entry, "\"ip=%lx\", REC->__probe_ip").is_none());
+    }
+
     use super::*;
 
     #[test]
