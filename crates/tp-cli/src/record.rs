@@ -153,6 +153,7 @@ pub fn run(args: Args) -> Result<i32> {
         &args.trace.events,
         args.exec.as_deref(),
         &args.command,
+        &args.trace.pids,
         args.quiet,
     )?;
     if perf::wanted(&args.perf, &args.trace.events) {

@@ -92,6 +92,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     } else {
         args.events.iter().flat_map(|e| split_events(e)).collect()
     };
+    // `sdt_PROVIDER:NAME`: USDT probes of the command or -p PID, defined while counting.
+    let pids: Vec<i32> = args.pid.into_iter().collect();
+    let _sdt_probes =
+        crate::probe::run::define_for_record(&names, None, &args.command, &pids, false)?;
     let specs = names.iter().map(|n| events::parse(n)).collect::<Result<Vec<_>, _>>()?;
     let program = args.command.first().and_then(|c| process::resolve_program(c));
     let tfs = if specs.iter().any(|s| matches!(s.kind, Kind::Tracepoint { .. })) {

@@ -411,3 +411,77 @@ fn probes_of_a_killed_recording_are_removed_by_the_next_run() {
     assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
     assert!(!ledger.exists());
 }
+
+#[test]
+fn tp_stat_counts_sdt_probes_of_a_command() {
+    let p = sdt_prog("stat", "-O2", true);
+    let group = format!("sdt_{}", provider(&p));
+    let out = tp(&[
+        "stat",
+        "-x",
+        ",",
+        "-e",
+        &format!("{group}:plain"),
+        "-e",
+        &format!("{group}:gated"),
+        "--",
+        p.exe.to_str().unwrap(),
+        "30",
+    ]);
+    assert_eq!(ok(&out).trim(), "semaphore seen 30");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for ev in ["plain", "gated"] {
+        let line = err.lines().find(|l| l.contains(&format!(",{group}:{ev},"))).unwrap_or("");
+        assert!(line.starts_with("30,"), "{err}");
+    }
+    assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
+}
+
+#[test]
+fn sdt_probes_of_a_running_process_are_found_in_its_mappings() {
+    let p = sdt_prog("pid", "-O2", true);
+    let group = format!("sdt_{}", provider(&p));
+    // 3000 iterations 1 ms apart; killed at the end.
+    let mut prog = Command::new(&p.exe)
+        .args(["3000", "1000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let out = p.dir.join("p.dat");
+    let pid = prog.id().to_string();
+    let rec = tp(&[
+        "record",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        &format!("{group}:*"),
+        "-p",
+        &pid,
+        "--duration",
+        "700ms",
+    ]);
+    let _ = prog.kill();
+    let _ = prog.wait();
+    ok(&rec);
+    assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    let plain: Vec<Vec<i64>> = text
+        .lines()
+        .filter(|l| l.contains(" plain: ("))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|w| w.split_once('=').map(|(_, v)| v.parse::<i64>().unwrap()))
+                .collect()
+        })
+        .collect();
+    assert!(plain.len() > 50, "{text}");
+    let first = plain[0][0];
+    for (k, v) in plain.iter().enumerate() {
+        let i = first + k as i64;
+        assert_eq!(v, &vec![i, i * 1000 - 5, -i], "{text}");
+    }
+    // The semaphore was set in the running process: the gated site fired too.
+    assert!(text.lines().filter(|l| l.contains(" gated: (")).count() > 50, "{text}");
+}

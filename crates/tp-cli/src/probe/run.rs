@@ -31,30 +31,46 @@ pub fn sdt_uprobe(bin: &elf::Binary, n: &sdt::SdtNote, event: String) -> Result<
     })
 }
 
-/// The uprobes for the SDT sites of `bin` matching `glob` (`sdt_PROVIDER:NAME` with
+/// The uprobes for the SDT sites of `bins` matching `glob` (`sdt_PROVIDER:NAME` with
 /// wildcards). A name with several sites gets `NAME`, `NAME_1`, ... as perf names them.
-pub fn sdt_uprobes(bin: &elf::Binary, glob: &str) -> Result<Vec<Uprobe>> {
+pub fn sdt_uprobes(bins: &[elf::Binary], glob: &str) -> Result<Vec<Uprobe>> {
     let (gg, eg) = glob.split_once(':').unwrap_or((glob, "*"));
     let mut out: Vec<Uprobe> = Vec::new();
-    for n in sdt::notes(bin)? {
-        let group = format!("sdt_{}", event_name(&n.provider));
-        let base = event_name(&n.name);
-        if !glob_match(gg, &group) || !glob_match(eg, &base) {
-            continue;
+    for bin in bins {
+        for n in sdt::notes(bin)? {
+            let group = format!("sdt_{}", event_name(&n.provider));
+            let base = event_name(&n.name);
+            if !glob_match(gg, &group) || !glob_match(eg, &base) {
+                continue;
+            }
+            let same = out
+                .iter()
+                .filter(|p| {
+                    p.group == group
+                        && (p.event == base
+                            || p.event
+                                .strip_prefix(&base)
+                                .and_then(|r| r.strip_prefix('_'))
+                                .is_some_and(|r| {
+                                    !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())
+                                }))
+                })
+                .count();
+            let event = if same == 0 { base } else { format!("{base}_{same}") };
+            out.push(sdt_uprobe(bin, &n, event)?);
         }
-        let same = out.iter().filter(|p| p.group == group && p.event.starts_with(&base)).count();
-        let event = if same == 0 { base } else { format!("{base}_{same}") };
-        out.push(sdt_uprobe(bin, &n, event)?);
     }
     Ok(out)
 }
 
-/// Define the SDT probes the `-e` globs name (`sdt_*:*`) that are not events yet. The binary
-/// is `exec`, else the command's. `None` when no glob names an SDT probe.
+/// Define the SDT probes the `-e` globs name (`sdt_*:*`) that are not events yet. They are
+/// looked up in `exec`, else the command's binary, else the files mapped executable by
+/// `pids` (their programs and libraries). `None` when no glob names an SDT probe.
 pub fn define_for_record(
     globs: &[String],
     exec: Option<&Path>,
     command: &[OsString],
+    pids: &[i32],
     quiet: bool,
 ) -> Result<Option<RunProbes>> {
     let sdt_globs: Vec<&String> = globs.iter().filter(|g| g.starts_with("sdt_")).collect();
@@ -64,26 +80,27 @@ pub fn define_for_record(
     let tfs = Tracefs::discover()?;
     remove_stale(&tfs);
     let existing = tfs.available_events()?;
-    let binary = match exec {
-        Some(p) => Some(p.to_path_buf()),
-        None => command.first().map(find_in_path).transpose()?,
+    let paths: Vec<PathBuf> = match (exec, command.first()) {
+        (Some(p), _) => vec![p.to_path_buf()],
+        (None, Some(c)) => vec![find_in_path(c)?],
+        (None, None) => mapped_files(pids)?,
     };
+    let bins = paths.iter().map(|p| elf::Binary::read(p)).collect::<Result<Vec<_>>>()?;
     let mut run = RunProbes::new(&tfs);
     for g in sdt_globs {
         let known = tp_tracefs::match_glob(&existing, g);
-        let Some(path) = &binary else {
+        if bins.is_empty() {
             if known.is_empty() {
-                bail!("-e {g}: no such event yet; give the binary with its SDT probes (-x BINARY or -- COMMAND)");
+                bail!("-e {g}: no such event yet; give the binary with its SDT probes (-x BINARY, -p PID or -- COMMAND)");
             }
             continue;
-        };
-        let bin = elf::Binary::read(path)?;
-        let want = sdt_uprobes(&bin, g)?;
+        }
+        let want = sdt_uprobes(&bins, g)?;
         if want.is_empty() && known.is_empty() {
+            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             bail!(
-                "-e {g}: {} has no SDT probe matching it (tp probe -x {} --sdt lists them)",
-                path.display(),
-                path.display()
+                "-e {g}: no SDT probe matches it in {} (tp probe -x BINARY --sdt lists them)",
+                names.join(", ")
             );
         }
         for p in want {
@@ -92,12 +109,33 @@ pub fn define_for_record(
                 continue;
             }
             if !quiet {
-                eprintln!("tp: probe {}:{} on {} for this recording", p.group, p.event, place(&p));
+                eprintln!("tp: probe {}:{} on {} for this run", p.group, p.event, place(&p));
             }
             run.add(p)?;
         }
     }
     Ok(Some(run))
+}
+
+/// The files the processes map executable (`/proc/PID/maps`), once each, in order.
+fn mapped_files(pids: &[i32]) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for pid in pids {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .with_context(|| format!("reading /proc/{pid}/maps (is process {pid} running?)"))?;
+        for l in maps.lines() {
+            let mut w = l.split_whitespace();
+            let perms = w.nth(1).unwrap_or("");
+            let path = w.nth(3).unwrap_or("");
+            if perms.contains('x') && path.starts_with('/') {
+                let p = PathBuf::from(path);
+                if !out.contains(&p) && std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Stale instances first (they may still enable a stale probe), then the probes.
