@@ -330,6 +330,37 @@ fn sdt_notes_are_listed_as_readelf_shows_them() {
     }
 }
 
+#[test]
+fn sdt_probes_added_by_tp_probe_stay_until_deleted_and_are_not_removed_by_a_recording() {
+    let p = sdt_prog("add", "-O0", true);
+    let group = format!("sdt_{}", provider(&p));
+    let exe = p.exe.to_str().unwrap();
+    ok(&tp(&["probe", "-x", exe, "--add", &format!("{group}:*")]));
+    let lines = uprobe_lines(&group);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains(&format!("{group}/gated ")) && l.contains(")")),
+        "{lines:?}"
+    );
+    // A recording uses them as they are and leaves them.
+    let out = p.dir.join("a.dat");
+    let rec = tp(&[
+        "record",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        &format!("{group}:*"),
+        "--",
+        exe,
+        "7",
+    ]);
+    assert_eq!(ok(&rec).trim(), "semaphore seen 7");
+    assert_eq!(uprobe_lines(&group), lines);
+    ok(&tp(&["probe", "--del", &format!("{group}:*")]));
+    assert!(uprobe_lines(&group).is_empty());
+}
+
 /// Runs the SDT program under `tp record -e 'sdt_PROV:*'` and checks every firing's values.
 fn record_sdt(p: &Prog, n: i64) {
     let exe = p.exe.to_str().unwrap();

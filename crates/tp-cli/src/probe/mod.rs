@@ -35,7 +35,8 @@ pub struct Args {
     /// Remove the probes GROUP:EVENT matching GLOB (`probe_x:*`).
     #[arg(short = 'd', long, value_name = "GLOB")]
     pub del: Option<String>,
-    /// FUNC[%return][+OFF] [NAME=FETCHARG ...]
+    /// FUNC[%return][+OFF] [NAME=FETCHARG ...], or sdt_PROVIDER:NAME (a USDT probe, its
+    /// arguments from its note)
     #[arg(value_name = "PROBE")]
     pub spec: Vec<String>,
 }
@@ -81,6 +82,9 @@ pub fn run(a: Args) -> Result<i32> {
         }
         bail!("this kernel has no kprobe events (no {}: CONFIG_KPROBE_EVENTS is off), so kernel functions cannot be probed; give -x BINARY for a user-space probe", tfs.path("kprobe_events").display());
     };
+    if a.spec[0].starts_with("sdt_") {
+        return add_sdt(&tfs, exec, &a.spec);
+    }
     let p = uprobe_for(exec, &a.spec[0], &a.spec[1..])?;
     if tfs.uprobes()?.iter().any(|q| q.group == p.group && q.event == p.event) {
         bail!(
@@ -97,6 +101,39 @@ pub fn run(a: Args) -> Result<i32> {
         "\nYou can now use it in all tp tools, such as:\n\n\ttp record -e {}:{} -- COMMAND",
         p.group, p.event
     );
+    Ok(0)
+}
+
+/// `--add sdt_PROVIDER:NAME`: the USDT probes of the binary matching it, defined until
+/// `--del` (as `perf probe --add sdt_...` does).
+fn add_sdt(tfs: &Tracefs, exec: &Path, spec: &[String]) -> Result<i32> {
+    if spec.len() > 1 {
+        bail!("an SDT probe's arguments come from its note; give no fetch arguments");
+    }
+    let bin = elf::Binary::read(exec)?;
+    let want = run::sdt_uprobes(std::slice::from_ref(&bin), &spec[0])?;
+    if want.is_empty() {
+        bail!(
+            "{} has no SDT probe matching {} (tp probe -x {} --sdt lists them)",
+            bin.path.display(),
+            spec[0],
+            exec.display()
+        );
+    }
+    let now = tfs.uprobes()?;
+    for p in want {
+        if now.iter().any(|q| q.group == p.group && q.event == p.event) {
+            bail!(
+                "{}:{} is already defined (tp probe --del {}:{})",
+                p.group,
+                p.event,
+                p.group,
+                p.event
+            );
+        }
+        tfs.add_uprobe(&p)?;
+        println!("Added new event:\n  {}:{}\t(on {})", p.group, p.event, place(&p));
+    }
     Ok(0)
 }
 
