@@ -43,11 +43,8 @@ pub fn resolve_program(prog: &OsStr) -> Option<PathBuf> {
         std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
     for dir in std::env::split_paths(&path) {
         let cand = dir.join(prog);
-        if let Ok(m) = std::fs::metadata(&cand) {
-            use std::os::unix::fs::PermissionsExt;
-            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
-                return Some(cand);
-            }
+        if sys::is_executable_file(&cand) {
+            return Some(cand);
         }
     }
     None

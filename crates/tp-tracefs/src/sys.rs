@@ -301,6 +301,12 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> Result<Vec<bool>> {
     Ok(p.iter().map(|x| x.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0).collect())
 }
 
+/// stat(2): a regular file with an execute bit (as execvp's PATH search wants).
+pub fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// Is a process with this pid alive (kill(pid, 0) does not fail with ESRCH)?
 pub fn process_alive(pid: i32) -> bool {
     if pid <= 0 {
