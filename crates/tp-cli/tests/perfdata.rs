@@ -419,3 +419,123 @@ fn truncated_perf_data_reads_up_to_the_damage() {
     assert!(err.contains("perf.data offset") && err.contains("truncated"), "{err}");
     assert_eq!(err.lines().filter(|l| l.contains("truncated")).count(), 1, "{err}");
 }
+
+/// A private tracefs instance, removed on every path.
+struct Instance(PathBuf);
+
+impl Instance {
+    fn new(tag: &str) -> Instance {
+        let root = Path::new("/sys/kernel/tracing/instances");
+        assert!(root.is_dir(), "these tests need root and tracefs (CI runs as root)");
+        let p = root.join(format!("tp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&p);
+        std::fs::create_dir(&p).unwrap();
+        Instance(p)
+    }
+    fn write(&self, file: &str, v: &str) {
+        std::fs::write(self.0.join(file), v).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("tracing_on"), "0");
+        let _ = std::fs::write(self.0.join("events/enable"), "0");
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// The kernel's own text of the same tracepoint hits: a tracefs instance records the same
+/// two events while perf samples them (each hit writes the ftrace record and the perf
+/// sample from the same arguments), and every tracepoint line tp prints from perf's raw
+/// sample is found, byte for byte after the timestamp, in the kernel's `trace` text of that
+/// CPU (same task, within 20 ms: the two probes read the clock separately, and this VM's
+/// CPU can be taken away between them). The flags
+/// column is not compared: perf's probe writes the record one preemption level deeper
+/// (`common_preempt_count` is one more than in the ftrace record of the same hit, e.g.
+/// `d..3.` for the kernel's `d..2.`), and tp prints the record as perf stored it.
+#[test]
+fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
+    let inst = Instance::new("perfk");
+    inst.write("buffer_size_kb", "16384");
+    // perf's clock (local_clock), which differs from ftrace's `local` (raw sched_clock) by
+    // milliseconds on this VM.
+    inst.write("trace_clock", "perf");
+    inst.write("events/sched/sched_switch/enable", "1");
+    inst.write("events/raw_syscalls/sys_enter/enable", "1");
+    let tmp = Tmp::new("kernel");
+    let data = tmp.path("perf.data");
+    let st = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-m",
+            "4M",
+            "-e",
+            "sched:sched_switch",
+            "-e",
+            "raw_syscalls:sys_enter",
+            "-a",
+            "-o",
+        ])
+        .arg(&data)
+        .args(["--", "sh", "-c", "ls -R /usr/share/doc > /dev/null; sleep 0.05"])
+        .status()
+        .expect("running perf record");
+    assert!(st.success());
+    inst.write("tracing_on", "0");
+    let kernel = std::fs::read_to_string(inst.0.join("trace")).unwrap();
+    // Events the kernel's buffer did not keep (overwritten, or dropped when a write could
+    // not be committed).
+    let mut not_kept = 0u64;
+    for cpu in 0.. {
+        let Ok(stats) = std::fs::read_to_string(inst.0.join(format!("per_cpu/cpu{cpu}/stats")))
+        else {
+            break;
+        };
+        for l in stats.lines() {
+            for key in ["overrun:", "dropped events:"] {
+                if let Some(v) = l.strip_prefix(key) {
+                    not_kept += v.trim().parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+    }
+    drop(inst);
+    let (out, err, code) = tp_report(&["-i", data.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let tp: Vec<_> = out
+        .lines()
+        .filter(|l| !l.contains(" [LOST "))
+        .map(|l| parse_tp_line(l).unwrap_or_else(|| panic!("{l}")))
+        .collect();
+    let (first, last) = (tp.first().unwrap().3, tp.last().unwrap().3);
+    // Per (CPU, task, event text): kernel lines within perf's time span (the two probes
+    // read the clock separately) minus tp's lines. A hit's two records can be written in
+    // different orders (an interrupt's tracepoint between the two probes), so lines are
+    // compared as multisets, not in sequence.
+    let mut count: std::collections::HashMap<(u32, u32, String), i64> = Default::default();
+    for l in kernel.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(k) = parse_tp_line(l) {
+            if k.3 + 1000 >= first && k.3 <= last + 1000 {
+                *count.entry((k.2, k.1, format!("{}: {}", k.4, k.5))).or_default() += 1;
+            }
+        }
+    }
+    for t in &tp {
+        *count.entry((t.2, t.1, format!("{}: {}", t.4, t.5))).or_default() -= 1;
+    }
+    let found = tp.len();
+    let missing: Vec<_> =
+        count.iter().filter(|(_, &n)| n < 0).map(|(k, n)| format!("{n} x {k:?}")).collect();
+    assert!(found > 100, "{found} lines compared");
+    assert!(
+        not_kept == 0 || missing.is_empty(),
+        "the kernel's buffer did not keep {not_kept} events"
+    );
+    assert!(
+        missing.is_empty(),
+        "of {found} lines, these are not (as often) in the kernel's text: {:?}",
+        &missing[..missing.len().min(5)]
+    );
+}

@@ -72,8 +72,15 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     }
     let width = events.iter().map(|e| e.name.len()).max().unwrap_or(0);
     let mut records = data.records(true)?;
-    let mut p =
-        Producer { args, events: &events, renderer: &renderer, comms: HashMap::new(), width, mode };
+    let mut p = Producer {
+        args,
+        events: &events,
+        renderer: &renderer,
+        comms: HashMap::new(),
+        same_name: Default::default(),
+        width,
+        mode,
+    };
     let errors = pipeline::run(&renderer, mode, &args.input, &[], |feed| {
         let mut errors = 0;
         while let Some(item) = records.next() {
@@ -139,10 +146,10 @@ fn last_comms<R: std::io::Read + std::io::Seek>(
     tables: &mut Tables,
 ) -> anyhow::Result<()> {
     let mut records = data.records(false)?;
-    while let Some(item) = records.next() {
-        let Ok(item) = item else { break }; // the main pass reports it
-        if item.raw.kind == tp_format::perfdata::kind::COMM {
-            if let Ok(Record::Comm { tid, comm, .. }) = item.parse() {
+    while let Some(raw) = records.next_raw() {
+        let Ok(raw) = raw else { break }; // the main pass reports it
+        if raw.kind == tp_format::perfdata::kind::COMM {
+            if let Ok(Record::Comm { tid, comm, .. }) = raw.parse(None) {
                 tables.cmdlines.insert(tid as i32, comm);
             }
         }
@@ -156,6 +163,8 @@ struct Producer<'a> {
     renderer: &'a Renderer,
     /// Each task's name at this point of the file (tid -> comm).
     comms: HashMap<u32, String>,
+    /// The last task whose name here is the renderer's (reset when a name changes).
+    same_name: std::cell::Cell<Option<i32>>,
     /// Width of the event name column (perf script pads names to the longest).
     width: usize,
     mode: Mode,
@@ -202,6 +211,7 @@ impl Producer<'_> {
             }
             Record::Comm { pid, tid, comm, exec, id } => {
                 self.comms.insert(tid, comm.to_string());
+                self.same_name.set(None);
                 if args.show_task_events && self.cpu_ok(id.cpu) && self.pid_ok(Some(pid), Some(tid))
                 {
                     let what = format!(
@@ -218,6 +228,7 @@ impl Producer<'_> {
                 if fork {
                     if let Some(c) = self.comms.get(&t.ptid).cloned() {
                         self.comms.insert(t.tid, c);
+                        self.same_name.set(None);
                     }
                 }
                 if args.show_task_events
@@ -310,6 +321,10 @@ impl Producer<'_> {
         let Some(c) = self.renderer.common(raw) else {
             return feed.event(Place::cpu(cpu), ts, raw);
         };
+        // Most samples come from the task of the one before, named as the table names it.
+        if self.same_name.get() == Some(c.pid) {
+            return feed.event(Place::cpu(cpu), ts, raw);
+        }
         let then = self.comms.get(&(c.pid as u32)).map(String::as_str);
         let table = self.renderer.tables.cmdlines.known(c.pid);
         match then {
@@ -333,7 +348,10 @@ impl Producer<'_> {
                 out.push('\n');
                 feed.text(out)
             }
-            _ => feed.event(Place::cpu(cpu), ts, raw),
+            _ => {
+                self.same_name.set(Some(c.pid));
+                feed.event(Place::cpu(cpu), ts, raw)
+            }
         }
     }
 

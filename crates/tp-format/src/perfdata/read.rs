@@ -487,6 +487,21 @@ impl<'d, R: Read + Seek> Records<'d, R> {
         }
     }
 
+    /// The next record in file order, without looking up its event or time (a quick scan,
+    /// e.g. for COMM records). Do not mix with [`Records::next`] on sorted records.
+    pub fn next_raw(&mut self) -> Option<Result<RawRecord<'_>, Error>> {
+        match self.read_record() {
+            Ok(Some(f)) => Some(Ok(RawRecord {
+                kind: f.kind,
+                misc: f.misc,
+                bytes: &self.buf[f.at..f.at + f.len],
+                offset: f.offset,
+            })),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     fn item_in_buf(&self, f: &Found) -> Item<'_> {
         let bytes = &self.buf[f.at..f.at + f.len];
         self.item(bytes, f.offset, None)
