@@ -1,9 +1,12 @@
 //! `tp record`: record kernel tracepoints into a trace.dat file.
 //!
 //! Every recording uses its own tracefs instance (`instances/tp-<pid>`), removed on every
-//! exit path (normal end, Ctrl-C, SIGTERM, error, panic: the instance's `Drop`); after a
-//! SIGKILL the next tp run removes it. One thread per CPU splices the ring-buffer pages into
-//! per-CPU temporary files; at the end they go into the trace.dat with the metadata.
+//! exit path (normal end, Ctrl-C, SIGTERM, error, panic: the instance's `Drop`). Whatever
+//! kills tp (SIGKILL included), its guard process ([`tp_tracefs::guard`]) stops tracing,
+//! removes the instance and writes the pages recorded so far into the output
+//! ([`rescue`]); if the guard dies too, the next tp run removes the instance. One thread per
+//! CPU splices the ring-buffer pages into per-CPU temporary files; at the end they go into
+//! the trace.dat with the metadata. `-o` is checked before anything is recorded.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -11,11 +14,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use tp_tracefs::guard::{Action, Guard};
 use tp_tracefs::process::{self, ExitStatus, Signals};
 use tp_tracefs::{CaptureConfig, CpuStats};
 
 pub mod output;
 pub mod perf;
+mod rescue;
 pub mod session;
 mod status;
 pub mod user;
@@ -213,10 +218,24 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     {
         bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
     }
-    let tmp = TempPages::new(&args.file.output)?;
-    let user_dir = user_dir(&tmp, user_globs)?;
-    // Signals next: a Ctrl-C during setup must still clean up.
+    let out = &args.file.output;
+    // Before anything is recorded: an output tp could not write is refused now.
+    rescue::check_output(out)?;
+    let opts = output::WriteOptions {
+        version: args.file.file_version,
+        compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
+    };
+    // The guard first (it must be forked while tp has one thread): whatever kills tp from
+    // now on, it stops tracing, removes the instance and turns the pages into `out`.
+    let rescue_opts = opts.clone();
+    let mut guard = Guard::spawn(move |dir, out, instances, pid| {
+        rescue::rescue_pages(dir, out, instances, pid, &rescue_opts)
+    })?;
+    // Signals before the page directory: a Ctrl-C from here on cleans up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
+    let tmp = TempPages::new(out)?;
+    guard.register(&Action::Pages { dir: tmp.dir.clone(), output: out.clone() })?;
+    let user_dir = user_dir(&tmp, user_globs)?;
     let ncpus = tp_tracefs::process::cpu_count();
     let buffer_kb = args.trace.buffer_kb.or(if args.instance.is_none() {
         Some(default_buffer_kb(ncpus))
@@ -230,7 +249,19 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         clock: &args.trace.clock,
         instance: args.instance.as_deref(),
     };
+    // The private instance's name is known before it exists (a kill during the set-up).
+    let own_instance = tp_tracefs::Tracefs::discover()?.path("instances").join(format!(
+        "{}{}",
+        tp_tracefs::INSTANCE_PREFIX,
+        std::process::id()
+    ));
+    if args.instance.is_none() {
+        guard.register(&Action::Instance(own_instance.clone()))?;
+    }
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
+    if inst.is_owned() && inst.dir() != own_instance {
+        guard.register(&Action::Instance(inst.dir().to_path_buf()))?;
+    }
     let cpus = inst.cpus()?;
     let mut outs = Vec::new();
     for &c in &cpus {
@@ -276,19 +307,44 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     let meta = output::Metadata::collect(&tfs, &inst, &events, stats)?;
     let page_size = meta.page_size();
     let files: Vec<(u32, PathBuf)> = per_cpu.iter().map(|c| (c.cpu, tmp.path(c.cpu))).collect();
-    let lost = output::lost_events(&meta, &files)?;
-    let opts = output::WriteOptions {
-        version: args.file.file_version,
-        compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
-    };
+    let full_cpus: Vec<u32> = per_cpu.iter().filter(|c| c.disk_full).map(|c| c.cpu).collect();
+    if !full_cpus.is_empty() {
+        rescue::whole_pages(&files, page_size)?;
+    }
+    let mut lost = output::lost_events(&meta, &files)?;
+    for l in lost.iter_mut().filter(|l| full_cpus.contains(&l.cpu)) {
+        // What the kernel still held when the full disk stopped this CPU's reader.
+        l.from_stats += meta.stats.iter().find(|s| s.cpu == l.cpu).map_or(0, |s| s.entries);
+    }
     let users = match &user_dir {
         Some(d) => user::collect(d)?,
         None => Vec::new(),
     };
-    let written = output::write_tracedat_with_user(&args.file.output, &meta, &files, &opts, &users);
+    guard.register(&Action::File(output::tmp_name(out)))?;
+    let write = || {
+        if std::env::var_os("TP_TEST_STALL_WRITING").is_some() {
+            // For the tests: a kill while the file is being written.
+            std::fs::write(output::tmp_name(out), b"partial")?;
+            eprintln!("tp: test: writing {}", out.display());
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        output::write_tracedat_with_user(out, &meta, &files, &opts, &users)
+    };
+    let mut written = write_or_abort(write, &signals, out, &tmp, &inst, &mut guard);
+    let cut_short = !full_cpus.is_empty() || written.as_ref().is_err_and(rescue::is_disk_full);
+    if written.as_ref().is_err_and(rescue::is_disk_full) {
+        written = write_what_fits(out, &meta, &files, &opts, &users, &full_cpus);
+    } else if !full_cpus.is_empty() && written.is_ok() {
+        eprintln!(
+            "tp: the disk of {} filled while recording: the reader of CPUs {full_cpus:?} stopped there; the file holds what was recorded until then",
+            out.display()
+        );
+    }
     // The instance goes before the summary so a slow terminal does not keep it alive.
     let inst_name = inst.name().to_string();
+    let inst_dir = inst.dir().to_path_buf();
     inst.remove().with_context(|| format!("removing instance {inst_name}"))?;
+    guard.forget(&Action::Instance(inst_dir))?;
     drop(signals);
     let bytes: u64 = per_cpu.iter().map(|c| c.bytes).sum();
     if !args.quiet {
@@ -311,7 +367,9 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
         Some(_) => unmatched_user_globs(args, &tfs, user_globs, &users),
         None => 0,
     };
-    if unmatched > 0 && exit == 0 {
+    drop(tmp);
+    guard.disarm();
+    if (unmatched > 0 || cut_short) && exit == 0 {
         return Ok(1);
     }
     Ok(exit)
@@ -389,6 +447,76 @@ fn unmatched_user_globs(
         eprintln!("tp: the program's own tracepoints are in buffers {}", names.join(", "));
     }
     unmatched
+}
+
+/// Write the file while watching for signals: the first Ctrl-C/SIGTERM says what is going
+/// on, the second abandons the file (nothing is left: the partial file, the pages and the
+/// instance are removed) and exits.
+fn write_or_abort(
+    write: impl FnOnce() -> Result<()> + Send,
+    signals: &Signals,
+    out: &Path,
+    tmp: &TempPages,
+    inst: &tp_tracefs::Instance,
+    guard: &mut Guard,
+) -> Result<()> {
+    std::thread::scope(|s| {
+        let h = s.spawn(write);
+        let mut seen = 0;
+        while !h.is_finished() {
+            for d in signals.wait(Duration::from_millis(100))? {
+                if d.signal == libc::SIGCHLD {
+                    continue;
+                }
+                seen += 1;
+                if seen == 1 {
+                    eprintln!("tp: writing {}; Ctrl-C again to abort", out.display());
+                    continue;
+                }
+                let _ = std::fs::remove_file(output::tmp_name(out));
+                let _ = std::fs::remove_dir_all(&tmp.dir);
+                if inst.is_owned() {
+                    let _ = tp_tracefs::instance::remove_instance_dir(inst.dir());
+                }
+                guard.disarm_now();
+                eprintln!("tp: aborted: {} was not written", out.display());
+                std::process::exit(128 + d.signal);
+            }
+        }
+        h.join().unwrap_or_else(|_| bail!("writing {} panicked", out.display()))
+    })
+}
+
+/// The disk filled while writing: keep the first part of every CPU's pages that fits, and
+/// say so (once, before the summary).
+fn write_what_fits(
+    out: &Path,
+    meta: &output::Metadata,
+    files: &[(u32, PathBuf)],
+    opts: &output::WriteOptions,
+    users: &[user::UserTrace],
+    full_cpus: &[u32],
+) -> Result<()> {
+    match rescue::write_what_fits(out, meta, files, opts, users) {
+        Ok((kept, total)) => {
+            let also = if full_cpus.is_empty() {
+                String::new()
+            } else {
+                format!(" (the reader of CPUs {full_cpus:?} had stopped at the full disk)")
+            };
+            eprintln!(
+                "tp: the disk of {} is full: it holds the first {} of the {} of pages recorded{also}; it is readable but ends early",
+                out.display(),
+                human(kept),
+                human(total),
+            );
+            Ok(())
+        }
+        Err(e) => Err(e.context(format!(
+            "the disk of {} is full: not even a small part of the recording fits",
+            out.display()
+        ))),
+    }
 }
 
 fn explicit_compress() -> bool {
@@ -472,7 +600,10 @@ pub fn remove_stale_temp(dir: &Path, name: &str) {
             .or_else(|| f.strip_prefix(&format!("{name}.tp-")).and_then(|r| r.strip_suffix(".tmp")))
             .and_then(|p| p.parse::<i32>().ok());
         let Some(pid) = pid else { continue };
-        if pid == std::process::id() as i32 || tp_tracefs::process::is_alive(pid) {
+        if pid == std::process::id() as i32
+            || tp_tracefs::process::is_alive(pid)
+            || tp_tracefs::guard::guard_alive(pid)
+        {
             continue;
         }
         let p = ent.path();
@@ -500,7 +631,13 @@ impl TempPages {
             .unwrap_or_else(|| "trace.dat".into());
         remove_stale_temp(&parent, &name);
         let dir = parent.join(format!(".{name}.tp-{}.d", std::process::id()));
-        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir(&dir).with_context(|| {
+            format!(
+                "cannot write -o {}: cannot create files in {}",
+                output.display(),
+                parent.display()
+            )
+        })?;
         Ok(TempPages { dir })
     }
 

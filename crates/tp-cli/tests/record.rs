@@ -455,7 +455,7 @@ fn sigterm_stops_writes_and_restores() {
 }
 
 #[test]
-fn sigkill_leaves_a_stale_instance_the_next_run_removes() {
+fn sigkill_of_tp_and_its_guard_leaves_a_stale_instance_the_next_run_removes() {
     require_tracefs();
     let t = Tmp::new("kill");
     let f = t.file("t.dat");
@@ -464,6 +464,10 @@ fn sigkill_leaves_a_stale_instance_the_next_run_removes() {
     let name = format!("tp-{}", c.id());
     // No other tp may start (and remove the stale instance) until this test's next run has.
     let _w = TP_STARTS.write().unwrap_or_else(|e| e.into_inner());
+    // The guard (tp's child) would clean up: it goes first, as when both are killed.
+    let guard = guard_of(c.id());
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(guard, libc::SIGKILL) }, 0);
     c.kill().unwrap();
     c.wait().unwrap();
     assert!(Path::new(TRACEFS).join("instances").join(&name).exists());
@@ -482,6 +486,183 @@ fn sigkill_leaves_a_stale_instance_the_next_run_removes() {
         .any(|e| e.file_name().to_string_lossy().contains(".tp-"));
     assert!(!leftover, "{stderr}");
     assert_state_restored(&before, &name);
+}
+
+/// tp's guard: its child process that is not the traced command (`tp record` without one).
+fn guard_of(tp: u32) -> i32 {
+    let kids = std::fs::read_to_string(format!("/proc/{tp}/task/{tp}/children")).unwrap();
+    let kids: Vec<i32> = kids.split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(kids.len(), 1, "tp's children: {kids:?}");
+    kids[0]
+}
+
+/// What a SIGKILL of tp may leave: its instance, page directory or partial file. The guard
+/// removes the instance within a second and, by the time it exits, the pages became a
+/// readable file it names.
+fn assert_nothing_left_after_sigkill(
+    mut c: Child,
+    err: BufReader<std::process::ChildStderr>,
+    t: &Tmp,
+    f: &Path,
+) {
+    let inst = Path::new(TRACEFS).join("instances").join(format!("tp-{}", c.id()));
+    assert!(inst.exists());
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let t0 = Instant::now();
+    while inst.exists() && t0.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!inst.exists(), "instance {} still there after 1 s", inst.display());
+    // stderr ends when the guard exits.
+    let stderr = rest(err);
+    let left: Vec<_> = std::fs::read_dir(&t.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tp-"))
+        .collect();
+    assert!(left.is_empty(), "left {left:?}\n{stderr}");
+    assert!(
+        stderr.contains(&format!("was killed; what it recorded is in {}", f.display())),
+        "{stderr}"
+    );
+    let out = Command::new(TP).args(["report", "-i"]).arg(f).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.contains("sched_switch:")), "{stderr}");
+}
+
+#[test]
+fn sigkill_while_recording_leaves_a_readable_file_and_no_instance() {
+    require_tracefs();
+    let t = Tmp::new("kill-rec");
+    let f = t.file("k.dat");
+    let (c, err) =
+        spawn_tp(&["record", "-a", "-e", "sched:sched_switch", "-o", f.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_nothing_left_after_sigkill(c, err, &t, &f);
+}
+
+#[test]
+fn sigkill_while_writing_leaves_a_readable_file_and_no_instance() {
+    require_tracefs();
+    let t = Tmp::new("kill-write");
+    let f = t.file("k.dat");
+    let _g = starting();
+    let mut c = Command::new(TP)
+        .args([
+            "record",
+            "-a",
+            "-e",
+            "sched:sched_switch",
+            "-o",
+            f.to_str().unwrap(),
+            "--duration",
+            "300ms",
+        ])
+        .env("TP_TEST_STALL_WRITING", "1")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "tp exited before writing");
+        if line.contains("tp: test: writing") {
+            break;
+        }
+    }
+    let tmp = t.0.join(format!("k.dat.tp-{}.tmp", c.id()));
+    assert!(tmp.exists(), "{}", tmp.display());
+    assert_nothing_left_after_sigkill(c, err, &t, &f);
+}
+
+/// A small tmpfs, unmounted on every path.
+struct SmallDisk(Tmp);
+
+impl SmallDisk {
+    fn new(tag: &str, size: &str) -> SmallDisk {
+        let t = Tmp::new(tag);
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&t.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tmpfs on {}", t.0.display());
+        SmallDisk(t)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0 .0).status();
+    }
+}
+
+/// A disk that fills while recording or writing: one clear message before the summary
+/// (never "os error 28" twice), a readable file with the first part, no page files left.
+#[test]
+fn a_full_disk_keeps_a_readable_first_part() {
+    require_tracefs();
+    let disk = SmallDisk::new("full", "4m");
+    let f = disk.0.file("x.dat");
+    // 300,000 getppid() calls: about 15 MiB of raw_syscalls pages, far more than the disk.
+    let mut args: Vec<String> = ["record", "-e", "raw_syscalls", "-o", f.to_str().unwrap(), "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(helper_cmd(300_000));
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let out = tp(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let says: Vec<&str> = stderr.lines().filter(|l| l.contains("the disk of")).collect();
+    assert_eq!(says.len(), 1, "{stderr}");
+    assert!(says[0].contains(&f.display().to_string()) && says[0].contains("readable"), "{stderr}");
+    let summary = stderr.find(" events, ").expect("a summary");
+    assert!(stderr.find("the disk of").unwrap() < summary, "{stderr}");
+    assert!(stderr.matches("os error 28").count() <= 1, "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&disk.0 .0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "x.dat")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let rep = Command::new(TP).args(["report", "-i"]).arg(&f).output().unwrap();
+    assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+    let n =
+        String::from_utf8_lossy(&rep.stdout).lines().filter(|l| l.contains("sys_enter")).count();
+    assert!(n > 100, "{n} events in the kept part\n{stderr}");
+}
+
+/// `-o` is checked before anything is recorded, and every message names the user's path.
+#[test]
+fn unwritable_outputs_are_refused_before_recording() {
+    require_tracefs();
+    let t = Tmp::new("outputs");
+    let dir = t.file("somedir");
+    std::fs::create_dir(&dir).unwrap();
+    let d = dir.to_str().unwrap().to_string();
+    for (o, says) in [
+        (d.clone(), "is a directory: give a file name"),
+        (format!("{d}/"), "is a directory: give a file name"),
+        (t.0.to_str().unwrap().to_string(), "is a directory: give a file name"),
+        ("/proc/x.dat".to_string(), "cannot create files in /proc"),
+        ("/dev/null".to_string(), "exists and is not a regular file"),
+        (format!("{d}/no/x.dat"), "does not exist"),
+    ] {
+        let out = tp(&["record", "-e", "sched:sched_switch", "-o", &o, "--", "true"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "-o {o}: {stderr}");
+        assert!(stderr.contains(&format!("-o {o}")) && stderr.contains(says), "-o {o}: {stderr}");
+        assert!(!stderr.contains("tp: recording"), "-o {o}: {stderr}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&t.0).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(std::fs::read_dir(&dir).unwrap().next().is_none());
 }
 
 #[test]

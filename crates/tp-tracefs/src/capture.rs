@@ -53,6 +53,9 @@ pub struct CpuCapture {
     pub bytes: u64,
     /// True if splice moved the data; false if the read() fallback did.
     pub spliced: bool,
+    /// The output's disk filled: this CPU's capture stopped there (the file may end inside
+    /// a page; what the kernel kept in the buffer afterwards is counted as lost).
+    pub disk_full: bool,
 }
 
 /// Running capture of some CPUs of an instance. It borrows the instance so that the
@@ -230,12 +233,37 @@ fn cpu_loop(
         let _ = sys::avoid_cpu(cpu);
     }
     let mut mover = Mover::new(&cfg, page, &path)?;
+    let disk_full = match capture_loop(rfd, ofd, &stop_r, &counter, &cfg, page, &path, &mut mover) {
+        Ok(()) => false,
+        Err(e) if matches!(e.errno(), Some(libc::ENOSPC | libc::EDQUOT)) => true,
+        Err(e) => return Err(e),
+    };
+    Ok(CpuCapture {
+        cpu,
+        bytes: counter.load(Ordering::Relaxed),
+        spliced: mover.spliced,
+        disk_full,
+    })
+}
+
+/// Move pages until told to stop, then drain the rest.
+#[allow(clippy::too_many_arguments)]
+fn capture_loop(
+    rfd: RawFd,
+    ofd: RawFd,
+    stop_r: &OwnedFd,
+    counter: &AtomicU64,
+    cfg: &CaptureConfig,
+    page: usize,
+    path: &Path,
+    mover: &mut Mover,
+) -> Result<()> {
     loop {
         let ready = sys::poll_readable(&[rfd, stop_r.as_raw_fd()], cfg.poll_interval_ms)?;
         let stopping = ready[1];
         // Move full pages (splice only hands over full ones).
         loop {
-            let n = mover.move_some(rfd, ofd, &path)?;
+            let n = mover.move_some(rfd, ofd, path)?;
             if n == 0 {
                 break;
             }
@@ -244,15 +272,11 @@ fn cpu_loop(
         if stopping {
             // The rest, including the partly filled page: read() until empty.
             let mut buf = vec![0u8; page];
-            while let Io::Bytes(n) = sys::read_fd(rfd, &mut buf, &path)? {
+            while let Io::Bytes(n) = sys::read_fd(rfd, &mut buf, path)? {
                 sys::write_all_fd(ofd, &buf[..n], Path::new("(capture output)"))?;
                 counter.fetch_add(n as u64, Ordering::Relaxed);
             }
-            return Ok(CpuCapture {
-                cpu,
-                bytes: counter.load(Ordering::Relaxed),
-                spliced: mover.spliced,
-            });
+            return Ok(());
         }
     }
 }

@@ -454,16 +454,20 @@ pub fn remove_stale(tfs: &Tracefs) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for name in tfs.instances()? {
         let Some(pid) = instance_pid(&name) else { continue };
-        if pid == sys::getpid() || sys::process_alive(pid) {
+        if pid == sys::getpid() || sys::process_alive(pid) || crate::guard::guard_alive(pid) {
             continue;
         }
-        let dir = tfs.path("instances").join(&name);
-        let _ = sys::write_file(&dir.join("tracing_on"), b"0");
-        let _ = sys::write_file(&dir.join("set_event"), b"");
-        rmdir_retry(&dir)?;
+        remove_instance_dir(&tfs.path("instances").join(&name))?;
         removed.push(name);
     }
     Ok(removed)
+}
+
+/// Stop an instance's tracing, drop its events and remove it (a dead tp's, by its path).
+pub fn remove_instance_dir(dir: &Path) -> Result<()> {
+    let _ = sys::write_file(&dir.join("tracing_on"), b"0");
+    let _ = sys::write_file(&dir.join("set_event"), b"");
+    rmdir_retry(dir)
 }
 
 #[cfg(test)]

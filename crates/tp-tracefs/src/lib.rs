@@ -67,6 +67,7 @@
 pub mod capture;
 pub mod error;
 pub mod events;
+pub mod guard;
 pub mod instance;
 pub mod process;
 mod sys;

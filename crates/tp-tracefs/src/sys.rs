@@ -579,6 +579,73 @@ pub(crate) fn restore_signals(saved: Vec<SavedHandler>) {
     SIG_PIPE_W.store(-1, Ordering::SeqCst);
 }
 
+/// Threads of this process (`Threads:` of /proc/self/status).
+pub fn thread_count() -> Result<usize> {
+    let s = read_string(Path::new("/proc/self/status"))?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| Error::Other("no Threads: line in /proc/self/status".into()))
+}
+
+/// Fork a guard: a child in its own session (a terminal's Ctrl-C does not reach it) that
+/// ignores SIGINT, SIGTERM, SIGHUP and SIGPIPE, runs `child` with the read end of a pipe and
+/// exits with its result. The parent gets the child's pid and the pipe's write end
+/// (close-on-exec: a command tp starts does not keep the guard waiting). The child runs
+/// ordinary Rust code (it allocates), so this is refused once a second thread exists.
+pub fn fork_guard(name: &str, child: impl FnOnce(OwnedFd) -> i32) -> Result<(i32, OwnedFd)> {
+    let cname = CString::new(name).map_err(|_| Error::Other("guard name with a NUL".into()))?;
+    if thread_count()? > 1 {
+        return Err(Error::Other("the guard must be forked before any thread is started".into()));
+    }
+    let (r, w) = pipe(0)?;
+    // SAFETY: this process has a single thread (checked above), so the child is a complete
+    // copy in which any code may run.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::sys("fork", "(guard)", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(w);
+        // SAFETY: setsid and signal have no memory-safety preconditions; PR_SET_NAME reads a
+        // NUL-terminated string (the kernel keeps its first 15 bytes).
+        unsafe {
+            libc::prctl(libc::PR_SET_NAME, cname.as_ptr());
+            libc::setsid();
+            for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                libc::signal(s, libc::SIG_IGN);
+            }
+        }
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| child(r)));
+        // SAFETY: _exit ends the child without running the parent's exit handlers twice.
+        unsafe { libc::_exit(code.unwrap_or(101)) };
+    }
+    drop(r);
+    Ok((pid, w))
+}
+
+/// Whether a live process (not a zombie) has this name (`comm`, at most 15 bytes).
+pub fn process_named(name: &str) -> bool {
+    #[cfg(test)]
+    if fake::active() {
+        return false;
+    }
+    let Ok(rd) = std::fs::read_dir("/proc") else { return false };
+    rd.flatten().any(|e| {
+        if !e.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            return false;
+        }
+        // `PID (COMM) STATE ...`; COMM may hold spaces and parentheses.
+        let Ok(stat) = std::fs::read(e.path().join("stat")) else { return false };
+        let (Some(open), Some(close)) =
+            (stat.iter().position(|&b| b == b'('), stat.iter().rposition(|&b| b == b')'))
+        else {
+            return false;
+        };
+        &stat[open + 1..close] == name.as_bytes() && stat.get(close + 2).is_some_and(|&s| s != b'Z')
+    })
+}
+
 /// The kernel replaced for tests: which pids are alive, and the calls that would change
 /// tracefs or signal a process, recorded instead of made. Per thread, so tests run in
 /// parallel; a thread without a fake makes the real calls.
@@ -621,6 +688,10 @@ pub(crate) mod fake {
 
     pub(super) fn take_call(c: Call) -> Option<io::Result<()>> {
         FAKE.with(|f| f.borrow_mut().as_mut().map(|f| f.calls.push(c))).map(Ok)
+    }
+
+    pub(super) fn active() -> bool {
+        FAKE.with(|f| f.borrow().is_some())
     }
 
     pub(super) fn alive(pid: i32) -> Option<bool> {

@@ -206,8 +206,14 @@ pub fn write_tracedat_with_user(
         let _ = std::fs::remove_file(&tmp);
         return Err(e.context(format!("writing {}", out.display())));
     }
-    std::fs::rename(&tmp, out)
-        .with_context(|| format!("rename {} to {}", tmp.display(), out.display()))?;
+    // Complete but not in place: it stays, and the message says where the data is.
+    std::fs::rename(&tmp, out).with_context(|| {
+        format!(
+            "the recording is complete in {}, but renaming it to {} failed",
+            tmp.display(),
+            out.display()
+        )
+    })?;
     Ok(())
 }
 
@@ -228,7 +234,8 @@ fn cpustats(buffer: &str, stats: &[&CpuStats]) -> Vec<String> {
         .collect()
 }
 
-fn tmp_name(out: &Path) -> PathBuf {
+/// The temporary name the file is written under, beside `out`.
+pub fn tmp_name(out: &Path) -> PathBuf {
     let mut name = out.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "trace.dat".into());
     name.push(format!(".tp-{}.tmp", std::process::id()));
     out.with_file_name(name)

@@ -1,0 +1,149 @@
+//! Keeping what was recorded when things go wrong: the output checked before recording
+//! starts, the guard's rescue of a killed tp's pages, and a full disk while writing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use tp_tracefs::{Instance, Tracefs};
+
+use super::output::{self, Metadata, WriteOptions};
+
+/// Refuse an output tp could not write, before anything is recorded: a directory, a
+/// directory that does not exist, something that is not a regular file (renaming the
+/// finished file onto `/dev/null` would replace the device).
+pub fn check_output(out: &Path) -> Result<()> {
+    let shown = out.display();
+    if out.as_os_str().as_encoded_bytes().ends_with(b"/") || out.is_dir() {
+        bail!(
+            "-o {shown} is a directory: give a file name (e.g. -o {})",
+            out.join("trace.dat").display()
+        );
+    }
+    if let Ok(m) = std::fs::symlink_metadata(out) {
+        if !m.is_file() {
+            bail!("-o {shown} exists and is not a regular file: give another name");
+        }
+    }
+    let parent = parent_of(out);
+    match std::fs::metadata(&parent) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!("-o {shown}: {} is not a directory", parent.display()),
+        Err(e) => bail!("-o {shown}: directory {} does not exist ({e})", parent.display()),
+    }
+}
+
+/// The directory the output goes into.
+pub fn parent_of(out: &Path) -> PathBuf {
+    match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The guard's rescue (see [`tp_tracefs::guard`]): tp died. Now, while the guard holds the
+/// instances: drain what they still hold into the page files and read the metadata. Then
+/// (the closure returned, after the guard removed the instances): write the pages as
+/// `output`, remove them, and say where the recording is (or why it is not).
+pub fn rescue_pages(
+    dir: &Path,
+    out: &Path,
+    instances: &[PathBuf],
+    tp_pid: i32,
+    opts: &WriteOptions,
+) -> Box<dyn FnOnce()> {
+    let killed = format!("tp record (pid {tp_pid}) was killed");
+    let (dir, out, opts) = (dir.to_path_buf(), out.to_path_buf(), opts.clone());
+    let read = read_pages(&dir, instances);
+    Box::new(move || {
+        let written =
+            read.and_then(|(meta, files)| output::write_tracedat(&out, &meta, &files, &opts));
+        let _ = std::fs::remove_dir_all(&dir);
+        match written {
+            Ok(()) => eprintln!(
+                "tp: {killed}; what it recorded is in {} (written by its guard)",
+                out.display()
+            ),
+            Err(e) => eprintln!(
+                "tp: {killed}; could not write {} ({e:#}); removed its pages",
+                out.display()
+            ),
+        }
+    })
+}
+
+/// Complete the page files from the instance and read the metadata.
+fn read_pages(dir: &Path, instances: &[PathBuf]) -> Result<(Metadata, Vec<(u32, PathBuf)>)> {
+    let inst_dir = instances.first().context("no instance to read the formats from")?;
+    let name = inst_dir.file_name().context("instance path")?.to_string_lossy().into_owned();
+    let tfs = Tracefs::discover()?;
+    let inst = Instance::open(&tfs, &name)?;
+    let page = tp_format::header::HeaderPage::parse(&tfs.header_page_text()?)
+        .map_or(4096, |h| h.page_size() as u64);
+    let mut files = Vec::new();
+    for cpu in inst.cpus()? {
+        let p = dir.join(format!("cpu{cpu}"));
+        let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&p) else { continue };
+        // A page cut by the kill is dropped; the pages still in the buffer are added.
+        let len = f.metadata()?.len();
+        f.set_len(len - len % page)?;
+        inst.drain_cpu_to(cpu, &mut f, 256 << 20)?;
+        files.push((cpu, p));
+    }
+    let events = inst.enabled_events()?;
+    let meta = Metadata::collect(&tfs, &inst, &events, inst.all_stats()?)?;
+    Ok((meta, files))
+}
+
+/// Whether an error chain ends in "no space left on device" (or a quota).
+pub fn is_disk_full(e: &anyhow::Error) -> bool {
+    use tp_format::tracedat::{Error, ErrorKind};
+    let full = |io: &std::io::Error| matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+    e.chain().any(|c| match c.downcast_ref::<Error>() {
+        Some(Error { kind: ErrorKind::Io(io), .. }) => full(io),
+        _ => c.downcast_ref::<std::io::Error>().is_some_and(full),
+    })
+}
+
+/// The disk filled while writing the trace.dat: shorten every CPU's page file (freeing their
+/// space) and write again, halving until a file fits. Returns the kept fraction's bytes per
+/// CPU files kept and recorded, or the last error (the page files, as shortened, are then left for the caller).
+pub fn write_what_fits(
+    out: &Path,
+    meta: &Metadata,
+    files: &[(u32, PathBuf)],
+    opts: &WriteOptions,
+    user: &[super::user::UserTrace],
+) -> Result<(u64, u64)> {
+    let page = meta.page_size().max(1) as u64;
+    let sizes: Vec<u64> =
+        files.iter().map(|(_, p)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).collect();
+    let total: u64 = sizes.iter().sum();
+    let mut keep = 1u64; // halved first: 1/2, 1/4, ...
+    let mut last = None;
+    for _ in 0..12 {
+        keep *= 2;
+        let mut kept = 0;
+        for ((_, p), &size) in files.iter().zip(&sizes) {
+            let len = size / keep / page * page;
+            std::fs::OpenOptions::new().write(true).open(p)?.set_len(len)?;
+            kept += len;
+        }
+        match output::write_tracedat_with_user(out, meta, files, opts, user) {
+            Ok(()) => return Ok((kept, total)),
+            Err(e) if is_disk_full(&e) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("no space for {}", out.display())))
+}
+
+/// Cut every page file to whole pages (a write the disk refused may end inside one).
+pub fn whole_pages(files: &[(u32, PathBuf)], page_size: usize) -> Result<()> {
+    let page = page_size.max(1) as u64;
+    for (_, p) in files {
+        let f = std::fs::OpenOptions::new().write(true).open(p)?;
+        let len = f.metadata()?.len();
+        f.set_len(len - len % page).with_context(|| format!("truncating {}", p.display()))?;
+    }
+    Ok(())
+}
