@@ -370,9 +370,11 @@ fn tp_report_shows_every_sample_perf_script_shows() {
             let prev_pid = tt.5.split("prev_pid=").nth(1).and_then(|r| r.split(' ').next());
             assert_eq!(prev_pid, Some(tt.1.to_string().as_str()), "line {i}: {t}");
         } else {
+            // The idle task: the kernel's trace names pid 0 `<idle>`, perf `swapper`.
+            let perf_comm = if pp.1 == 0 && pp.0 == "swapper" { "<idle>" } else { pp.0.as_str() };
             assert_eq!(
-                (&tt.0, tt.1 as i64, tt.2, tt.3),
-                (&pp.0, pp.1, pp.2, us),
+                (tt.0.as_str(), tt.1 as i64, tt.2, tt.3),
+                (perf_comm, pp.1, pp.2, us),
                 "line {i}:\n tp:   {t}\n perf: {p}"
             );
         }
