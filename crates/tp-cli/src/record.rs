@@ -153,6 +153,13 @@ pub enum Stop {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
+    // The shell's convention for a command that does not exist, before anything is set up.
+    if let Some(prog) = args.command.first() {
+        if process::resolve_program(prog).is_none() {
+            eprintln!("tp: {}: command not found", prog.to_string_lossy());
+            return Ok(127);
+        }
+    }
     // Defined before anything else and removed after everything (drop order: last).
     let _sdt_probes = crate::probe::run::define_for_record(
         &args.trace.events,
@@ -172,6 +179,10 @@ pub fn run(args: Args) -> Result<i32> {
             duration: args.duration,
             quiet: args.quiet,
         });
+    }
+    // (The perf door above records -a while a command runs, as perf does.)
+    if args.trace.all && !args.command.is_empty() {
+        bail!("-a records every process and -- COMMAND only the command and its children: give one of them (-a with --duration to record everything for a while)");
     }
     let selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
     // `system:name` globs no kernel event matches: the command's own tracepoints.

@@ -638,6 +638,33 @@ fn a_full_disk_keeps_a_readable_first_part() {
     assert!(n > 100, "{n} events in the kept part\n{stderr}");
 }
 
+/// A command that does not exist exits 127 as in the shell; -a with a command is refused
+/// (it used to trace only the command, silently).
+#[test]
+fn missing_command_is_127_and_all_with_a_command_is_refused() {
+    require_tracefs();
+    let t = Tmp::new("cmd127");
+    let f = t.file("t.dat");
+    let out = tp(&[
+        "record",
+        "-e",
+        "sched:sched_switch",
+        "-o",
+        f.to_str().unwrap(),
+        "--",
+        "tp-no-such-cmd",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{stderr}");
+    assert!(stderr.contains("tp-no-such-cmd: command not found"), "{stderr}");
+    let out =
+        tp(&["record", "-a", "-e", "sched:sched_switch", "-o", f.to_str().unwrap(), "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("give one of them"), "{stderr}");
+    assert!(!f.exists() && std::fs::read_dir(&t.0).unwrap().next().is_none());
+}
+
 /// `-o` is checked before anything is recorded, and every message names the user's path.
 #[test]
 fn unwritable_outputs_are_refused_before_recording() {
