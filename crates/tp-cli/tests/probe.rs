@@ -101,6 +101,13 @@ fn bodies(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `tp record -q -o OUT -e GLOB -- CMD...`
+fn record(out: &Path, glob: &str, cmd: &[&str]) -> Output {
+    let mut args = vec!["record", "-q", "-o", out.to_str().unwrap(), "-e", glob, "--"];
+    args.extend_from_slice(cmd);
+    tp(&args)
+}
+
 fn tp(args: &[&str]) -> Output {
     Command::new(TP).args(args).output().unwrap()
 }
@@ -158,17 +165,7 @@ fn uprobe_and_uretprobe_record_every_call_with_its_argument_and_return_value() {
     let twin = Twin::enable(group);
     let out = p.dir.join("t.dat");
     let n = N.to_string();
-    ok(&tp(&[
-        "record",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-        "-e",
-        &format!("{group}:f*"),
-        "--",
-        exe,
-        &n,
-    ]));
+    ok(&record(&out, &format!("{group}:f*"), &[exe, &n]));
     let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
     let values = |key: &str, ev: &str| -> Vec<i32> {
         text.lines()
@@ -344,17 +341,7 @@ fn sdt_probes_added_by_tp_probe_stay_until_deleted_and_are_not_removed_by_a_reco
     );
     // A recording uses them as they are and leaves them.
     let out = p.dir.join("a.dat");
-    let rec = tp(&[
-        "record",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-        "-e",
-        &format!("{group}:*"),
-        "--",
-        exe,
-        "7",
-    ]);
+    let rec = record(&out, &format!("{group}:*"), &[exe, "7"]);
     assert_eq!(ok(&rec).trim(), "semaphore seen 7");
     assert_eq!(uprobe_lines(&group), lines);
     ok(&tp(&["probe", "--del", &format!("{group}:*")]));
@@ -366,17 +353,7 @@ fn record_sdt(p: &Prog, n: i64) {
     let exe = p.exe.to_str().unwrap();
     let group = format!("sdt_{}", provider(p));
     let out = p.dir.join("t.dat");
-    let rec = tp(&[
-        "record",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-        "-e",
-        &format!("{group}:*"),
-        "--",
-        exe,
-        &n.to_string(),
-    ]);
+    let rec = record(&out, &format!("{group}:*"), &[exe, &n.to_string()]);
     // The semaphore was set by the kernel while the probe was enabled.
     assert_eq!(ok(&rec).trim(), format!("semaphore seen {n}"));
     assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
@@ -432,7 +409,7 @@ fn probes_of_a_killed_recording_are_removed_by_the_next_run() {
     let ledger = Path::new("/run/tp/uprobes").join(rec.id().to_string());
     assert!(ledger.exists());
 
-    let next = tp(&["record", "-q", "-o", out.to_str().unwrap(), "-e", &glob, "--", exe, "1"]);
+    let next = record(&out, &glob, &[exe, "1"]);
     let err = String::from_utf8_lossy(&next.stderr);
     assert!(next.status.success(), "{err}");
     assert!(

@@ -121,6 +121,11 @@ pub fn write_new_file(path: &Path, data: &[u8]) -> Result<()> {
     std::fs::write(path, data).map_err(|e| Error::sys("write", path, e))
 }
 
+/// rename(2): atomic, so of several processes exactly one moves a file.
+pub fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| Error::sys("rename", from, e))
+}
+
 /// Remove a regular file.
 pub fn remove_file(path: &Path) -> Result<()> {
     std::fs::remove_file(path).map_err(|e| Error::sys("unlink", path, e))

@@ -120,9 +120,21 @@ impl Tracefs {
     }
 
     /// Remove the uprobe `group/event`. A probe enabled in some buffer is busy (EBUSY).
+    /// EBUSY is retried for up to a second (a buffer that enables it may be going away).
     pub fn remove_uprobe(&self, group: &str, event: &str) -> Result<()> {
         let cmd = format!("-:{group}/{event}");
-        match sys::append_file(&self.path("uprobe_events"), cmd.as_bytes()) {
+        let path = self.path("uprobe_events");
+        let mut r = sys::append_file(&path, cmd.as_bytes());
+        for _ in 0..50 {
+            match &r {
+                Err(e) if e.errno() == Some(libc::EBUSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    r = sys::append_file(&path, cmd.as_bytes());
+                }
+                _ => break,
+            }
+        }
+        match r {
             Err(e) if e.errno() == Some(libc::EBUSY) => Err(Error::Other(format!(
                 "cannot remove {group}:{event}: it is enabled in a tracing buffer (a recording is using it)"
             ))),
@@ -233,11 +245,22 @@ pub fn remove_stale_probes(tfs: &Tracefs) -> Result<Vec<String>> {
     }
     let mut removed = Vec::new();
     for name in sys::list_dir(dir)? {
-        let Ok(pid) = name.parse::<i32>() else { continue };
-        if pid == sys::getpid() || sys::process_alive(pid) {
+        // `PID`, or `PID.removing-CLAIMER` when a run that was removing them died too.
+        let (pid, claimer) = match name.split_once(".removing-") {
+            Some((p, c)) => (p.parse::<i32>(), c.parse::<i32>().ok()),
+            None => (name.parse::<i32>(), None),
+        };
+        let Ok(pid) = pid else { continue };
+        let alive = |p: i32| p == sys::getpid() || sys::process_alive(p);
+        if alive(pid) || claimer.is_some_and(alive) {
             continue;
         }
-        let file = dir.join(&name);
+        // Claimed by renaming: of several tp runs starting together one removes them (the
+        // others could otherwise remove a new run's identical probes).
+        let file = dir.join(format!("{name}.removing-{}", sys::getpid()));
+        if sys::rename(&dir.join(&name), &file).is_err() {
+            continue;
+        }
         let listed: Vec<Uprobe> =
             sys::read_string(&file)?.lines().filter_map(Uprobe::parse).collect();
         let now = tfs.uprobes()?;

@@ -86,17 +86,7 @@ pub fn run(a: Args) -> Result<i32> {
         return add_sdt(&tfs, exec, &a.spec);
     }
     let p = uprobe_for(exec, &a.spec[0], &a.spec[1..])?;
-    if tfs.uprobes()?.iter().any(|q| q.group == p.group && q.event == p.event) {
-        bail!(
-            "{}:{} is already defined (tp probe --list; remove it with tp probe --del {}:{})",
-            p.group,
-            p.event,
-            p.group,
-            p.event
-        );
-    }
-    tfs.add_uprobe(&p)?;
-    println!("Added new event:\n  {}:{}\t(on {})", p.group, p.event, place(&p));
+    define(&tfs, &p)?;
     println!(
         "\nYou can now use it in all tp tools, such as:\n\n\ttp record -e {}:{} -- COMMAND",
         p.group, p.event
@@ -120,21 +110,21 @@ fn add_sdt(tfs: &Tracefs, exec: &Path, spec: &[String]) -> Result<i32> {
             exec.display()
         );
     }
-    let now = tfs.uprobes()?;
     for p in want {
-        if now.iter().any(|q| q.group == p.group && q.event == p.event) {
-            bail!(
-                "{}:{} is already defined (tp probe --del {}:{})",
-                p.group,
-                p.event,
-                p.group,
-                p.event
-            );
-        }
-        tfs.add_uprobe(&p)?;
-        println!("Added new event:\n  {}:{}\t(on {})", p.group, p.event, place(&p));
+        define(tfs, &p)?;
     }
     Ok(0)
+}
+
+/// Define `p` unless its name is taken, and say so as perf probe does.
+fn define(tfs: &Tracefs, p: &Uprobe) -> Result<()> {
+    if tfs.uprobes()?.iter().any(|q| q.group == p.group && q.event == p.event) {
+        let name = format!("{}:{}", p.group, p.event);
+        bail!("{name} is already defined (tp probe --list; remove it with tp probe --del {name})");
+    }
+    tfs.add_uprobe(p)?;
+    println!("Added new event:\n  {}:{}\t(on {})", p.group, p.event, place(p));
+    Ok(())
 }
 
 fn need_exec<'a>(a: &'a Args, what: &str) -> Result<&'a Path> {

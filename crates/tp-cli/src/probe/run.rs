@@ -149,6 +149,11 @@ fn remove_stale(tfs: &Tracefs) {
             eprintln!("tp: removed stale instance instances/{name} (its tp process is gone)");
         }
     }
+    remove_stale_probes(tfs);
+}
+
+/// Remove the probes killed tp runs defined for themselves, saying which.
+pub fn remove_stale_probes(tfs: &Tracefs) {
     match tp_tracefs::remove_stale_probes(tfs) {
         Ok(removed) => {
             for p in removed {

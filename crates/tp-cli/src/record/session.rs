@@ -151,14 +151,7 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
         Err(e) => eprintln!("tp: warning: could not remove stale instances: {e}"),
     }
     // Probes a killed run defined for itself (after the instances that may enable them).
-    match tp_tracefs::remove_stale_probes(&tfs) {
-        Ok(removed) => {
-            for p in removed {
-                eprintln!("tp: removed probe {p} left by a tp run that was killed");
-            }
-        }
-        Err(e) => eprintln!("tp: warning: could not remove stale probes: {e}"),
-    }
+    crate::probe::run::remove_stale_probes(&tfs);
     let inst = match s.instance {
         Some(name) => Instance::open(&tfs, name)?,
         None => Instance::create(&tfs)?,
