@@ -161,7 +161,7 @@ pub fn run(args: Args) -> Result<i32> {
         }
     }
     // Defined before anything else and removed after everything (drop order: last).
-    let _sdt_probes = crate::probe::run::define_for_record(
+    let sdt_probes = crate::probe::run::define_for_record(
         &args.trace.events,
         args.exec.as_deref(),
         &args.command,
@@ -221,10 +221,18 @@ pub fn run(args: Args) -> Result<i32> {
             }
         }
     }
-    record(args, &kernel, &user_globs)
+    let probes = sdt_probes.as_ref().map_or(&[][..], |p| p.probes());
+    record(args, &kernel, &user_globs, probes)
+    // `sdt_probes` goes last, after the instance that enables them.
 }
 
-fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Result<i32> {
+/// `probes`: uprobes defined for this recording (`-e sdt_P:N`), which the guard removes too.
+fn record(
+    args: &Opts,
+    selections: &[Selection],
+    user_globs: &[String],
+    probes: &[tp_tracefs::Uprobe],
+) -> Result<i32> {
     if args.file.file_version == 6 && args.file.compress == Compression::Zstd && explicit_compress()
     {
         bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
@@ -268,6 +276,10 @@ fn record(args: &Opts, selections: &[Selection], user_globs: &[String]) -> Resul
     ));
     if args.instance.is_none() {
         guard.register(&Action::Instance(own_instance.clone()))?;
+    }
+    for p in probes {
+        let tracefs = tp_tracefs::Tracefs::discover()?.root().to_path_buf();
+        guard.register(&Action::Uprobe { tracefs, name: format!("{}/{}", p.group, p.event) })?;
     }
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
     if inst.is_owned() && inst.dir() != own_instance {

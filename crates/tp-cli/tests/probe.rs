@@ -385,38 +385,78 @@ fn sdt_probes_record_every_firing_with_its_arguments_and_are_removed() {
     }
 }
 
-#[test]
-fn probes_of_a_killed_recording_are_removed_by_the_next_run() {
-    let p = sdt_prog("kill", "-O1", true);
-    let exe = p.exe.to_str().unwrap();
-    let group = format!("sdt_{}", provider(&p));
+/// The guard process of a tp (its child named `tpg-PID`).
+fn guard_of(tp: u32) -> Option<i32> {
+    let kids = std::fs::read_to_string(format!("/proc/{tp}/task/{tp}/children")).ok()?;
+    kids.split_whitespace().map(|p| p.parse::<i32>().unwrap()).find(|k| {
+        std::fs::read_to_string(format!("/proc/{k}/comm"))
+            .is_ok_and(|c| c.trim() == format!("tpg-{tp}"))
+    })
+}
+
+/// Starts `tp record -e GLOB -- EXE 2000 1000` (the command outlives it) and waits until
+/// both its probes are defined.
+fn start_recording(p: &Prog, group: &str) -> std::process::Child {
     let out = p.dir.join("k.dat");
     let glob = format!("{group}:*");
-    // 2000 iterations 1 ms apart: the command outlives the tp that is killed.
-    let mut rec = Command::new(TP)
+    let exe = p.exe.to_str().unwrap();
+    let rec = Command::new(TP)
         .args(["record", "-q", "-o", out.to_str().unwrap(), "-e", &glob, "--", exe, "2000", "1000"])
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while uprobe_lines(&group).len() < 2 {
+    while uprobe_lines(group).len() < 2 {
         assert!(t0.elapsed().as_secs() < 20, "the recording never defined its probes");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    rec
+}
+
+#[test]
+fn probes_of_a_killed_recording_are_removed_by_its_guard_or_the_next_run() {
+    let p = sdt_prog("kill", "-O1", true);
+    let exe = p.exe.to_str().unwrap();
+    let group = format!("sdt_{}", provider(&p));
+
+    // SIGKILL of tp: its guard removes them.
+    let mut rec = start_recording(&p, &group);
     rec.kill().unwrap();
     rec.wait().unwrap();
-    assert_eq!(uprobe_lines(&group).len(), 2, "a SIGKILL leaves them");
+    let t0 = std::time::Instant::now();
+    while !uprobe_lines(&group).is_empty() {
+        assert!(t0.elapsed().as_secs() < 5, "the guard left {:?}", uprobe_lines(&group));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // tp and its guard killed: the next run removes them.
+    let mut rec = start_recording(&p, &group);
+    // The guard is forked after the probes are defined.
+    let t0 = std::time::Instant::now();
+    let guard = loop {
+        if let Some(g) = guard_of(rec.id()) {
+            break g;
+        }
+        assert!(t0.elapsed().as_secs() < 10, "tp record has no guard process");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(guard, libc::SIGKILL) };
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(uprobe_lines(&group).len(), 2, "tp and its guard killed leave them");
     let ledger = Path::new("/run/tp/uprobes").join(rec.id().to_string());
     assert!(ledger.exists());
-
-    let next = record(&out, &glob, &[exe, "1"]);
+    let next = record(&p.dir.join("n.dat"), &format!("{group}:*"), &[exe, "1"]);
     let err = String::from_utf8_lossy(&next.stderr);
     assert!(next.status.success(), "{err}");
     assert!(
         err.contains(&format!("removed probe {group}:plain left by a tp run that was killed")),
         "{err}"
     );
-    assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
+    assert!(uprobe_lines(&group).is_empty(), "{:?}\n{err}", uprobe_lines(&group));
     assert!(!ledger.exists());
 }
 
