@@ -60,6 +60,24 @@ pub struct Args {
     show_mmap_events: bool,
 }
 
+/// Both readers seek (trace.dat's sections, perf.data's header and features): a pipe, a
+/// FIFO or `-` is refused with the reason instead of a "bad magic" from its first bytes.
+fn refuse_unseekable(input: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let pipe = input == "-"
+        || std::fs::metadata(input).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_fifo() || t.is_char_device() || t.is_socket()
+        });
+    if pipe {
+        let shown = if input == "-" { "standard input" } else { input };
+        anyhow::bail!(
+            "cannot read {shown}: tp report needs a seekable file, not a pipe (save it first: cat > t.dat)"
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if std::path::Path::new(&args.input).is_dir() {
         anyhow::bail!(
@@ -67,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             args.input
         );
     }
+    refuse_unseekable(&args.input)?;
     let mut file =
         std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input))?;
     // perf.data (`PERFILE2`) or trace.dat, by the magic.

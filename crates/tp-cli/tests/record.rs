@@ -665,6 +665,23 @@ fn missing_command_is_127_and_all_with_a_command_is_refused() {
     assert!(!f.exists() && std::fs::read_dir(&t.0).unwrap().next().is_none());
 }
 
+/// A FIFO, /dev/stdin on a pipe or `-` as `-i`: the reason (tp report seeks), not "bad magic".
+#[test]
+fn report_of_a_pipe_says_it_needs_a_seekable_file() {
+    let t = Tmp::new("fifo");
+    let fifo = t.file("p.dat");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for input in [fifo.to_str().unwrap(), "/dev/stdin", "-"] {
+        let out =
+            Command::new(TP).args(["report", "-i", input]).stdin(Stdio::piped()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{input}: {stderr}");
+        assert!(stderr.contains("needs a seekable file"), "{input}: {stderr}");
+    }
+}
+
 /// `-o` is checked before anything is recorded, and every message names the user's path.
 #[test]
 fn unwritable_outputs_are_refused_before_recording() {
