@@ -682,6 +682,49 @@ fn report_of_a_pipe_says_it_needs_a_seekable_file() {
     }
 }
 
+/// A Ctrl-C or SIGTERM in the first milliseconds (during the set-up) leaves nothing: no page
+/// directory (it used to be created before the handlers were installed), no instance.
+#[test]
+fn early_signals_leave_nothing() {
+    require_tracefs();
+    let t = Tmp::new("early");
+    let f = t.file("x.dat");
+    for i in 0..40u64 {
+        let _g = starting();
+        let mut c = Command::new(TP)
+            .args([
+                "record",
+                "-e",
+                "sched:sched_switch",
+                "-o",
+                f.to_str().unwrap(),
+                "--",
+                "sleep",
+                "5",
+            ])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(500 * (i % 40)));
+        let sig = if i % 2 == 0 { libc::SIGINT } else { libc::SIGTERM };
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(c.id() as i32, sig) };
+        c.wait().unwrap();
+        // The guard (if forked) finishes its work before the next check.
+        std::thread::sleep(Duration::from_millis(50));
+        let left: Vec<_> = std::fs::read_dir(&t.0)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tp-"))
+            .collect();
+        assert!(left.is_empty(), "signal {sig} after {} us: left {left:?}", 500 * (i % 40));
+        let inst = Path::new(TRACEFS).join("instances").join(format!("tp-{}", c.id()));
+        assert!(!inst.exists(), "signal {sig}: {} left", inst.display());
+    }
+}
+
 /// `-o` is checked before anything is recorded, and every message names the user's path.
 #[test]
 fn unwritable_outputs_are_refused_before_recording() {
