@@ -185,8 +185,7 @@ fn undo(actions: &[Action], rescue: Rescue<'_>, tp_pid: i32) {
     // for stale (its tp is dead) and would remove it under the rescue.
     let mut held = Vec::new();
     for i in &instances {
-        if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(i.join("tracing_on")) {
-            let _ = f.write_all(b"0");
+        if let Ok(f) = sys::hold_written(&i.join("tracing_on"), b"0") {
             held.push(f);
         }
     }
@@ -199,10 +198,10 @@ fn undo(actions: &[Action], rescue: Rescue<'_>, tp_pid: i32) {
     drop(held);
     for a in actions {
         if let Action::File(p) = a {
-            let _ = std::fs::remove_file(p);
+            let _ = sys::remove_file(p);
         }
     }
-    for i in instances.iter().filter(|i| i.is_dir()) {
+    for i in instances.iter().filter(|i| sys::is_dir(i)) {
         match crate::instance::remove_instance_dir(i) {
             Ok(()) => eprintln!("tp: removed instance {} of tp (pid {tp_pid})", i.display()),
             Err(e) => eprintln!("tp: could not remove instance {}: {e}", i.display()),

@@ -312,6 +312,21 @@ pub fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Write `data` to `path` and keep it open (an open file of an instance keeps rmdir away).
+pub fn hold_written(path: &Path, data: &[u8]) -> Result<File> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::sys("open", path, e))?;
+    f.write_all(data).map_err(|e| Error::sys("write", path, e))?;
+    Ok(f)
+}
+
+/// stat(2): a directory.
+pub fn is_dir(path: &Path) -> bool {
+    path.is_dir()
+}
+
 /// Is a process with this pid alive (kill(pid, 0) does not fail with ESRCH)?
 pub fn process_alive(pid: i32) -> bool {
     if pid <= 0 {
