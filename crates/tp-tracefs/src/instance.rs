@@ -417,7 +417,11 @@ fn rmdir_retry(dir: &Path) -> Result<()> {
     loop {
         match sys::rmdir(dir) {
             Ok(()) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            // ENODEV: another process (a second tp removing the same stale instance) is
+            // removing it right now; either way it is gone.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) => {
+                return Ok(())
+            }
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                 if Instant::now() >= deadline {
                     return Err(Error::Busy { path: dir.to_path_buf() });
