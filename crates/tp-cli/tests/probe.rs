@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::RwLock;
 
 const TP: &str = env!("CARGO_BIN_EXE_tp");
 const UPROBE_EVENTS: &str = "/sys/kernel/tracing/uprobe_events";
@@ -108,7 +109,17 @@ fn record(out: &Path, glob: &str, cmd: &[&str]) -> Output {
     tp(&args)
 }
 
+/// Every tp start removes the probes of killed tp runs. The test that kills one holds the
+/// write side from the kill to its own next run (which must be the one that removes them);
+/// every other tp start here holds the read side (tests run in parallel).
+static TP_STARTS: RwLock<()> = RwLock::new(());
+
 fn tp(args: &[&str]) -> Output {
+    let _g = TP_STARTS.read().unwrap_or_else(|e| e.into_inner());
+    tp_unlocked(args)
+}
+
+fn tp_unlocked(args: &[&str]) -> Output {
     Command::new(TP).args(args).output().unwrap()
 }
 
@@ -431,6 +442,7 @@ fn probes_of_a_killed_recording_are_removed_by_its_guard_or_the_next_run() {
     }
 
     // tp and its guard killed: the next run removes them.
+    let _only_this_run = TP_STARTS.write().unwrap_or_else(|e| e.into_inner());
     let mut rec = start_recording(&p, &group);
     // The guard is forked after the probes are defined.
     let t0 = std::time::Instant::now();
@@ -449,7 +461,18 @@ fn probes_of_a_killed_recording_are_removed_by_its_guard_or_the_next_run() {
     assert_eq!(uprobe_lines(&group).len(), 2, "tp and its guard killed leave them");
     let ledger = Path::new("/run/tp/uprobes").join(rec.id().to_string());
     assert!(ledger.exists());
-    let next = record(&p.dir.join("n.dat"), &format!("{group}:*"), &[exe, "1"]);
+    let n_dat = p.dir.join("n.dat");
+    let next = tp_unlocked(&[
+        "record",
+        "-q",
+        "-o",
+        n_dat.to_str().unwrap(),
+        "-e",
+        &format!("{group}:*"),
+        "--",
+        exe,
+        "1",
+    ]);
     let err = String::from_utf8_lossy(&next.stderr);
     assert!(next.status.success(), "{err}");
     assert!(
