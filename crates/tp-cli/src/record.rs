@@ -104,6 +104,10 @@ pub struct TraceOpts {
     /// Trace clock (local, global, mono, mono_raw, boot, x86-tsc, ...).
     #[arg(short = 'C', long = "clock", default_value = "mono")]
     pub clock: String,
+    /// Keep the events of traced Rust programs' own `tp-recorder` threads (crate `tp`'s
+    /// drain thread), left out by default as tp's own threads are.
+    #[arg(long = "keep-recorder")]
+    pub keep_recorder: bool,
 }
 
 /// The trace.dat written: shared by `tp record` and `tp extract`.
@@ -294,7 +298,7 @@ fn record(
     let t0 = Instant::now();
     let (u, s) = process::self_cpu_time();
     let setup_cpu = u + s;
-    session::start(&inst, &events, &mut child)?;
+    session::start(&inst, &events, &mut child, args.trace.keep_recorder)?;
     if std::env::var_os("TP_TEST_PANIC_WHILE_RECORDING").is_some() {
         // For the state tests: the instance must go on a panic's unwinding too.
         panic!("TP_TEST_PANIC_WHILE_RECORDING is set");

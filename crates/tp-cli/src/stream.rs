@@ -73,7 +73,7 @@ pub fn run(args: Args) -> Result<i32> {
         readers.push(inst.raw_reader(c)?);
     }
     let mut out = Printer { stdout: std::io::stdout().lock(), buf: String::new(), closed: false };
-    session::start(&inst, &events, &mut child)?;
+    session::start(&inst, &events, &mut child, args.trace.keep_recorder)?;
     let t0 = Instant::now();
     let mut page = vec![0u8; layout.page_size()];
     let mut batch: Vec<(u64, u32, Vec<u8>)> = Vec::new();

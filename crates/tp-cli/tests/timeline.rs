@@ -249,3 +249,50 @@ fn list_a_programs_tracepoints() {
     assert!(s.contains("round") && s.contains("__data_loc char[] tag"), "{s}");
     assert!(!s.contains("after_getppid"), "{s}");
 }
+
+/// The program's own `tp-recorder` thread (crate `tp`'s drain thread) is left out of the
+/// recording as tp's own threads are: no `sched_switch` into or out of it and no event of
+/// its own after it has named itself. `--keep-recorder` keeps it (which also shows this
+/// test can fail).
+#[test]
+fn the_programs_recorder_thread_is_left_out_unless_kept() {
+    require_tracefs();
+    let tmp = Tmp::new("recorder");
+    let file = tmp.0.join("trace.dat");
+    let recorder_lines = |keep: bool| -> (Vec<String>, usize) {
+        let mut cmd = Command::new(TP);
+        cmd.args(["record", "-q", "-e", "sched:sched_switch", "-e", "raw_syscalls:sys_enter"]);
+        if keep {
+            cmd.arg("--keep-recorder");
+        }
+        // Enough rounds that the recorder drains (and sleeps) several times.
+        run(cmd.args(["-e", "tpdemo:*", "-o"]).arg(&file).arg("--").arg(example()).arg("200"));
+        let report = text(&run(Command::new(TP).args(["report", "-i"]).arg(&file)).stdout);
+        let switches = report.lines().filter(|l| l.contains(" sched_switch: ")).count();
+        let lines = report
+            .lines()
+            .filter(|l| {
+                l.contains("comm=tp-recorder") || l.trim_start().starts_with("tp-recorder-")
+            })
+            .map(str::to_string)
+            .collect();
+        (lines, switches)
+    };
+    let (kept, _) = recorder_lines(true);
+    assert!(
+        kept.iter().any(|l| l.contains(" sched_switch: ") && l.contains("prev_comm=tp-recorder")),
+        "with --keep-recorder the recorder's switches are recorded:\n{}",
+        kept.join("\n")
+    );
+    let (left, switches) = recorder_lines(false);
+    // The name filter starts when the thread names itself: only the system calls of its
+    // start (glibc's thread start, then prctl(PR_SET_NAME), NR 157) come before.
+    let named = left.iter().position(|l| l.contains(" sys_enter: NR 157 ")).map_or(0, |i| i + 1);
+    assert!(
+        left[..named].iter().all(|l| l.contains(" sys_enter: ")) && left[named..].is_empty(),
+        "the recorder thread was recorded:\n{}",
+        left.join("\n")
+    );
+    // The program's own switches are still there (2 ms sleeps in each of 200 rounds).
+    assert!(switches >= 200, "only {switches} sched_switch lines");
+}

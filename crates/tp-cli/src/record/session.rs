@@ -221,13 +221,34 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
 /// buffer of tp's own those events also get `common_pid != TID` for each of tp's threads:
 /// otherwise every wakeup of a live reader records the reader going back to sleep, which
 /// wakes it again (`tp stream -a -e sched` was three quarters its own switches).
-pub fn start(inst: &Instance, events: &[EventId], child: &mut Option<GatedChild>) -> Result<()> {
+///
+/// Unless `keep_recorder`, a traced Rust program's own `tp-recorder` thread (crate `tp`'s
+/// drain thread) is left out too, by its name: every event gets `COMM != "tp-recorder"`
+/// (the kernel's name of the current task) and `sched_switch` also drops switches into it.
+/// A name filter needs no tid, so there is no window between the thread's start and tp
+/// learning its tid (only before the thread names itself, its first instructions).
+pub fn start(
+    inst: &Instance,
+    events: &[EventId],
+    child: &mut Option<GatedChild>,
+    keep_recorder: bool,
+) -> Result<()> {
     let own = process::threads_of(std::process::id() as i32)?;
     inst.set_event_notrace_pids(&own)?;
     if inst.is_owned() {
-        for e in events.iter().filter(|e| is_sched_pair_event(e)) {
+        for e in events {
+            let mut extra = Vec::new();
+            if is_sched_pair_event(e) {
+                extra.extend(own.iter().map(|t| format!("common_pid != {t}")));
+            }
+            if !keep_recorder {
+                extra.extend(recorder_filter(e));
+            }
+            if extra.is_empty() {
+                continue;
+            }
             let user = inst.filter(e)?;
-            let filter = own_threads_filter(&user, &own);
+            let filter = with_filter(&user, &extra);
             inst.set_filter(e, &filter).with_context(|| format!("filtering {e}"))?;
         }
     }
@@ -236,6 +257,22 @@ pub fn start(inst: &Instance, events: &[EventId], child: &mut Option<GatedChild>
         c.release()?;
     }
     Ok(())
+}
+
+/// The name crate `tp` gives its drain thread.
+const RECORDER_COMM: &str = "tp-recorder";
+
+/// The filter terms that leave a `tp-recorder` thread out of `e`: its own events (`COMM` is
+/// the current task's name), and for `sched_switch` the switches into it as well.
+fn recorder_filter(e: &EventId) -> Vec<String> {
+    if e.system == "sched" && e.name == "sched_switch" {
+        vec![
+            format!("prev_comm != \"{RECORDER_COMM}\""),
+            format!("next_comm != \"{RECORDER_COMM}\""),
+        ]
+    } else {
+        vec![format!("COMM != \"{RECORDER_COMM}\"")]
+    }
 }
 
 /// The events the kernel's pid filter decides by a task other than the current one
@@ -248,11 +285,9 @@ fn is_sched_pair_event(e: &EventId) -> bool {
         )
 }
 
-/// `user` (the event's current filter, `none` when unset) and `common_pid != TID` for each
-/// of `own`.
-fn own_threads_filter(user: &str, own: &[i32]) -> String {
-    let ours: Vec<String> = own.iter().map(|t| format!("common_pid != {t}")).collect();
-    let ours = ours.join(" && ");
+/// `user` (the event's current filter, `none` when unset) and each of `extra`.
+fn with_filter(user: &str, extra: &[String]) -> String {
+    let ours = extra.join(" && ");
     match user.trim() {
         "" | "none" => ours,
         u => format!("({u}) && {ours}"),
@@ -265,9 +300,10 @@ mod tests {
 
     #[test]
     fn own_threads_filter_keeps_the_users() {
-        assert_eq!(own_threads_filter("none", &[7]), "common_pid != 7");
+        let own = |t: &[i32]| t.iter().map(|t| format!("common_pid != {t}")).collect::<Vec<_>>();
+        assert_eq!(with_filter("none", &own(&[7])), "common_pid != 7");
         assert_eq!(
-            own_threads_filter("prev_pid > 0 || next_pid > 0", &[7, 8]),
+            with_filter("prev_pid > 0 || next_pid > 0", &own(&[7, 8])),
             "(prev_pid > 0 || next_pid > 0) && common_pid != 7 && common_pid != 8"
         );
     }
