@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<i32> {
     let _ = std::fs::remove_dir_all(&dir);
     let (bytes, nevents, lost, meta) = result?;
     if !args.quiet {
-        let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
+        let total_lost: u64 = lost.iter().map(|l| l.in_kernel()).sum();
         eprintln!(
             "tp: extracted {} ({}, {}) from {} in {:.2}s -> {}",
             crate::record::human(bytes),

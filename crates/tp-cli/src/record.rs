@@ -339,9 +339,12 @@ fn record(
         rescue::whole_pages(&files, page_size)?;
     }
     let mut lost = output::lost_events(&meta, &files)?;
-    for l in lost.iter_mut().filter(|l| full_cpus.contains(&l.cpu)) {
-        // What the kernel still held when the full disk stopped this CPU's reader.
-        l.from_stats += meta.stats.iter().find(|s| s.cpu == l.cpu).map_or(0, |s| s.entries);
+    for (l, (_, path)) in lost.iter_mut().zip(&files).filter(|(l, _)| full_cpus.contains(&l.cpu)) {
+        // The full disk stopped this CPU's reader: what the kernel still held, and the pages
+        // it had taken that the disk refused (up to a pipe's worth), are not in the file.
+        let recorded =
+            meta.stats.iter().find(|s| s.cpu == l.cpu).map_or(0, |s| s.read_events + s.entries);
+        l.unwritten += recorded.saturating_sub(output::count_events_from(&meta, path, 0)?);
     }
     let users = match &user_dir {
         Some(d) => user::collect(d)?,
@@ -360,7 +363,7 @@ fn record(
     let mut written = write_or_abort(write, &signals, out, &tmp, &inst, &mut guard);
     let cut_short = !full_cpus.is_empty() || written.as_ref().is_err_and(rescue::is_disk_full);
     if written.as_ref().is_err_and(rescue::is_disk_full) {
-        written = write_what_fits(out, &meta, &files, &opts, &users, &full_cpus);
+        written = write_what_fits(out, &meta, &files, &opts, &users, &full_cpus, &mut lost);
     } else if !full_cpus.is_empty() && written.is_ok() {
         eprintln!(
             "tp: the disk of {} filled while recording: the reader of CPUs {full_cpus:?} stopped there; the file holds what was recorded until then",
@@ -523,9 +526,17 @@ fn write_what_fits(
     opts: &output::WriteOptions,
     users: &[user::UserTrace],
     full_cpus: &[u32],
+    lost: &mut [output::Lost],
 ) -> Result<()> {
     match rescue::write_what_fits(out, meta, files, opts, users) {
-        Ok((kept, total)) => {
+        Ok(fitted) => {
+            for &(cpu, pages, events) in &fitted.dropped {
+                if let Some(l) = lost.iter_mut().find(|l| l.cpu == cpu) {
+                    l.unwritten_pages += pages;
+                    l.unwritten += events;
+                }
+            }
+            let (kept, total) = (fitted.kept_bytes, fitted.total_bytes);
             let also = if full_cpus.is_empty() {
                 String::new()
             } else {

@@ -636,6 +636,37 @@ fn a_full_disk_keeps_a_readable_first_part() {
     let n =
         String::from_utf8_lossy(&rep.stdout).lines().filter(|l| l.contains("sys_enter")).count();
     assert!(n > 100, "{n} events in the kept part\n{stderr}");
+    // The summary counts what did not reach the file as lost, with the full disk as the
+    // reason (not the buffer's size): recorded = in the file + not written (+ lost in the
+    // kernel, whose counters have their own line).
+    fn first_number(l: &str) -> Option<&str> {
+        l.split(|c: char| !c.is_ascii_digit()).find(|w| !w.is_empty())
+    }
+    let number_after = |key: &str| -> u64 {
+        let at = stderr.find(key).unwrap_or_else(|| panic!("no {key:?}\n{stderr}"));
+        first_number(&stderr[at + key.len()..]).unwrap().parse().unwrap()
+    };
+    let line = |key: &str| stderr.lines().find(|l| l.contains(key)).unwrap_or_default();
+    let recorded: u64 = first_number(line(" events, ")).unwrap().parse().unwrap();
+    let lost = number_after("LOST EVENTS: ");
+    let unwritten: u64 = stderr
+        .lines()
+        .filter(|l| l.contains("not written: disk full"))
+        .map(|l| l.split(": ").nth(2).and_then(first_number).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(unwritten > 0 && stderr.contains("dropped to fit the file"), "{stderr}");
+    assert!(stderr.contains("the disk was full"), "{stderr}");
+    let in_file = String::from_utf8_lossy(&rep.stdout)
+        .lines()
+        .filter(|l| l.contains("sys_enter") || l.contains("sys_exit"))
+        .count() as u64;
+    if stderr.contains("kernel counters") {
+        assert!(in_file + lost >= recorded, "{in_file} in the file\n{stderr}");
+    } else {
+        assert!(!stderr.contains("increase the buffer"), "{stderr}");
+        assert_eq!(lost, unwritten, "{stderr}");
+        assert_eq!(in_file + unwritten, recorded, "{in_file} in the file\n{stderr}");
+    }
 }
 
 /// A command that does not exist exits 127 as in the shell; -a with a command is refused

@@ -88,6 +88,18 @@ pub struct Lost {
     pub flagged_pages: u64,
     /// Events counted on flagged pages that store the count.
     pub from_pages: u64,
+    /// Events recorded but not written because the disk was full: those the kernel still
+    /// held when the reader stopped, and those on the pages dropped to make the file fit.
+    pub unwritten: u64,
+    /// Pages dropped to make the file fit a full disk.
+    pub unwritten_pages: u64,
+}
+
+impl Lost {
+    /// Events lost in the kernel (its counters, or the pages' counts if larger).
+    pub fn in_kernel(&self) -> u64 {
+        self.from_stats.max(self.from_pages)
+    }
 }
 
 /// Per-CPU lost-event accounting from the stats and the captured pages.
@@ -96,40 +108,68 @@ pub fn lost_events(meta: &Metadata, files: &[(u32, PathBuf)]) -> Result<Vec<Lost
     for (cpu, path) in files {
         let from_stats = meta.stats.iter().find(|s| s.cpu == *cpu).map(|s| s.lost()).unwrap_or(0);
         let (flagged_pages, from_pages) = scan_missed(meta, path)?;
-        out.push(Lost { cpu: *cpu, from_stats, flagged_pages, from_pages });
+        out.push(Lost { cpu: *cpu, from_stats, flagged_pages, from_pages, ..Lost::default() });
     }
     Ok(out)
 }
 
 fn scan_missed(meta: &Metadata, path: &Path) -> Result<(u64, u64)> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
-    let ps = meta.page_size();
-    // The pages are this machine's kernel's, in its byte order.
-    let layout =
-        tp_format::page::PageLayout::new(meta.file.header_page, cfg!(target_endian = "big"));
-    let mut buf = vec![0u8; ps * 256];
+    let layout = page_layout(meta);
     let (mut flagged, mut counted) = (0, 0);
+    each_page_run(meta, path, 0, |run| {
+        let (a, b) = tp_format::page::count_missed(&layout, run);
+        flagged += a;
+        counted += b;
+    })?;
+    Ok((flagged, counted))
+}
+
+/// The events on the pages of `path` from byte `from` on (a page that does not parse
+/// counts the events read before its error).
+pub fn count_events_from(meta: &Metadata, path: &Path, from: u64) -> Result<u64> {
+    let layout = page_layout(meta);
+    let mut n = 0;
+    each_page_run(meta, path, from, |run| {
+        for page in run.chunks(layout.page_size()) {
+            if let Ok(p) = tp_format::page::Page::parse(&layout, page) {
+                n += p.events().take_while(|e| e.is_ok()).count() as u64;
+            }
+        }
+    })?;
+    Ok(n)
+}
+
+/// The pages are this machine's kernel's, in its byte order.
+fn page_layout(meta: &Metadata) -> tp_format::page::PageLayout {
+    tp_format::page::PageLayout::new(meta.file.header_page, cfg!(target_endian = "big"))
+}
+
+/// Read `path` from byte `from` in runs of up to 256 pages.
+fn each_page_run(meta: &Metadata, path: &Path, from: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
+    use std::io::Seek;
+    let mut file = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
+    file.seek(std::io::SeekFrom::Start(from))
+        .with_context(|| format!("seek {}", path.display()))?;
+    let mut buf = vec![0u8; meta.page_size() * 256];
     loop {
         let mut filled = 0;
         while filled < buf.len() {
-            let n =
-                f.read(&mut buf[filled..]).with_context(|| format!("read {}", path.display()))?;
+            let n = file
+                .read(&mut buf[filled..])
+                .with_context(|| format!("read {}", path.display()))?;
             if n == 0 {
                 break;
             }
             filled += n;
         }
         if filled == 0 {
-            break;
+            return Ok(());
         }
-        let (a, b) = tp_format::page::count_missed(&layout, &buf[..filled]);
-        flagged += a;
-        counted += b;
+        f(&buf[..filled]);
         if filled < buf.len() {
-            break;
+            return Ok(());
         }
     }
-    Ok((flagged, counted))
 }
 
 /// trace.dat flavour.

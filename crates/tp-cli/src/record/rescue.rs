@@ -104,32 +104,44 @@ pub fn is_disk_full(e: &anyhow::Error) -> bool {
     })
 }
 
+/// What [`write_what_fits`] kept of the page files, and what it dropped per CPU.
+pub struct Fitted {
+    pub kept_bytes: u64,
+    pub total_bytes: u64,
+    /// (CPU, pages dropped, events on them).
+    pub dropped: Vec<(u32, u64, u64)>,
+}
+
 /// The disk filled while writing the trace.dat: shorten every CPU's page file (freeing their
-/// space) and write again, halving until a file fits. Returns the kept fraction's bytes per
-/// CPU files kept and recorded, or the last error (the page files, as shortened, are then left for the caller).
+/// space) and write again, halving until a file fits. Returns what was kept and dropped, or
+/// the last error (the page files, as shortened, are then left for the caller).
 pub fn write_what_fits(
     out: &Path,
     meta: &Metadata,
     files: &[(u32, PathBuf)],
     opts: &WriteOptions,
     user: &[super::user::UserTrace],
-) -> Result<(u64, u64)> {
+) -> Result<Fitted> {
     let page = meta.page_size().max(1) as u64;
     let sizes: Vec<u64> =
         files.iter().map(|(_, p)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).collect();
     let total: u64 = sizes.iter().sum();
+    let mut dropped: Vec<(u32, u64, u64)> = files.iter().map(|(cpu, _)| (*cpu, 0, 0)).collect();
     let mut keep = 1u64; // halved first: 1/2, 1/4, ...
     let mut last = None;
     for _ in 0..12 {
         keep *= 2;
         let mut kept = 0;
-        for ((_, p), &size) in files.iter().zip(&sizes) {
+        for (((_, p), &size), d) in files.iter().zip(&sizes).zip(&mut dropped) {
             let len = size / keep / page * page;
+            // The events on the pages about to go, counted while they are still there.
+            d.2 += output::count_events_from(meta, p, len)?;
+            d.1 = (size - len) / page;
             std::fs::OpenOptions::new().write(true).open(p)?.set_len(len)?;
             kept += len;
         }
         match output::write_tracedat_with_user(out, meta, files, opts, user) {
-            Ok(()) => return Ok((kept, total)),
+            Ok(()) => return Ok(Fitted { kept_bytes: kept, total_bytes: total, dropped }),
             Err(e) if is_disk_full(&e) => last = Some(e),
             Err(e) => return Err(e),
         }

@@ -136,16 +136,38 @@ pub fn summary(
         cpu.recording.saturating_sub(cpu.setup).as_secs_f64(),
         total.saturating_sub(cpu.recording).as_secs_f64()
     );
-    let total_lost: u64 = lost.iter().map(|l| l.from_stats.max(l.from_pages)).sum();
+    let in_kernel: u64 = lost.iter().map(|l| l.in_kernel()).sum();
     let flagged: u64 = lost.iter().map(|l| l.flagged_pages).sum();
-    if total_lost == 0 && flagged == 0 {
+    let unwritten: u64 = lost.iter().map(|l| l.unwritten).sum();
+    if in_kernel == 0 && flagged == 0 && unwritten == 0 {
         eprintln!("tp: no events lost");
-    } else {
-        eprintln!("tp: LOST EVENTS: {total_lost} in total (increase the buffer with -b KB)");
-        for l in lost.iter().filter(|l| l.from_stats > 0 || l.flagged_pages > 0) {
+        return;
+    }
+    // The advice fits the cause: a bigger buffer does not help a full disk.
+    let mut advice = Vec::new();
+    if in_kernel > 0 || flagged > 0 {
+        advice.push("increase the buffer with -b KB");
+    }
+    if unwritten > 0 {
+        advice.push("the disk was full: free space or give -o on another disk");
+    }
+    eprintln!("tp: LOST EVENTS: {} in total ({})", in_kernel + unwritten, advice.join("; "));
+    for l in lost {
+        if l.from_stats > 0 || l.flagged_pages > 0 {
             eprintln!(
                 "tp:   cpu{}: {} lost (kernel counters), {} pages flagged with missed events ({} counted on them)",
                 l.cpu, l.from_stats, l.flagged_pages, l.from_pages
+            );
+        }
+        if l.unwritten > 0 || l.unwritten_pages > 0 {
+            let pages = match l.unwritten_pages {
+                0 => String::new(),
+                n => format!(" ({} dropped to fit the file)", count(n, "page")),
+            };
+            eprintln!(
+                "tp:   cpu{}: {} not written: disk full{pages}",
+                l.cpu,
+                count(l.unwritten, "event")
             );
         }
     }
