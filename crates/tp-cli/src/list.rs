@@ -130,16 +130,30 @@ fn program_formats(prog: &Path) -> anyhow::Result<Vec<EventFormat>> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .status();
-    let text = std::fs::read_to_string(&file);
+    let bytes = std::fs::read(&file);
     let _ = std::fs::remove_dir_all(&dir);
     let status = run.with_context(|| format!("running {}", prog.display()))?;
-    let text = match text {
-        Ok(t) if status.success() => t,
-        _ => bail!(
+    let bytes = match bytes {
+        Ok(b) if status.success() => b,
+        // It wrote the file: it did call tp::init_from_env(), and then failed.
+        Ok(_) => bail!("{} failed ({status}) while listing its tracepoints", prog.display()),
+        Err(_) => bail!(
             "{} did not list its tracepoints ({status}): does it call tp::init_from_env() at start?",
             prog.display()
         ),
     };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let b = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let line_start = b[..at].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+        let line_end = b[at..].iter().position(|&c| c == b'\n').map_or(b.len(), |i| at + i);
+        anyhow::anyhow!(
+            "the tracepoint formats {} wrote are not UTF-8 (byte {at}, line {}: {:?})",
+            prog.display(),
+            b[..at].iter().filter(|&&c| c == b'\n').count() + 1,
+            String::from_utf8_lossy(&b[line_start..line_end])
+        )
+    })?;
     parse_formats(&text)
 }
 

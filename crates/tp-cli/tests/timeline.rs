@@ -250,6 +250,36 @@ fn list_a_programs_tracepoints() {
     assert!(!s.contains("after_getppid"), "{s}");
 }
 
+/// A program whose format text is not UTF-8 (or that fails after writing it) is told so,
+/// not asked whether it calls `tp::init_from_env()` (it did: it wrote the formats).
+#[test]
+fn list_a_program_with_bad_formats_says_why() {
+    let tmp = Tmp::new("badformats");
+    let prog = tmp.0.join("prog");
+    let script = |body: &str| {
+        std::fs::write(&prog, format!("#!/bin/sh\n{body}\n")).unwrap();
+        let mut perm = std::fs::metadata(&prog).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&prog, perm).unwrap();
+    };
+    let list = || {
+        let out = Command::new(TP).arg("list").arg("--program").arg(&prog).output().unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    script(r"printf 'system: demo\nname: caf\351\nID: 1\n' > $TP_LIST_FORMATS");
+    let (code, err) = list();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("are not UTF-8 (byte 22, line 2: \"name: caf\u{fffd}\")"), "{err}");
+    assert!(!err.contains("init_from_env"), "{err}");
+    script(r"printf 'system: demo\n' > $TP_LIST_FORMATS; exit 3");
+    let (code, err) = list();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("failed (exit status: 3) while listing"), "{err}");
+    script("true");
+    let (_, err) = list();
+    assert!(err.contains("does it call tp::init_from_env()"), "{err}");
+}
+
 /// The program's own `tp-recorder` thread (crate `tp`'s drain thread) is left out of the
 /// recording as tp's own threads are: no `sched_switch` into or out of it and no event of
 /// its own after it has named itself. `--keep-recorder` keeps it (which also shows this
