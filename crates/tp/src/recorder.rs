@@ -22,10 +22,21 @@ static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
 
 struct Shared {
     rings: Mutex<Vec<Arc<Ring>>>,
+    /// A ring built (and its pages faulted in) by the background thread, for the next thread
+    /// to record: building one costs about 0.1 ms, which would land on that thread's first event.
+    spare: Mutex<Option<PageRing>>,
     pages_per_thread: usize,
     stop: AtomicBool,
     wake: Arc<Wake>,
     next_cpu: AtomicU64,
+}
+
+impl Shared {
+    /// A thread's ring, its pages written (faulted in), nudging the background thread.
+    fn new_page_ring(&self) -> PageRing {
+        let w = self.wake.clone();
+        PageRing::with_nudge(self.pages_per_thread, Some(Box::new(move || w.nudge())))
+    }
 }
 
 struct Active {
@@ -71,6 +82,7 @@ impl RecorderBuilder {
         std::fs::create_dir_all(&spool_dir).map_err(io_err(&spool_dir, "create directory"))?;
         let shared = Arc::new(Shared {
             rings: Mutex::new(Vec::new()),
+            spare: Mutex::new(None),
             pages_per_thread: self.pages_per_thread,
             stop: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
@@ -257,11 +269,13 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
         act.as_ref().filter(|a| a.gen == gen)?.shared.clone()
     };
     // Allocate outside the lock; `finish` can't take the rings before this read section ends.
+    let spare = sh.spare.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if spare.is_some() {
+        // The background thread builds the next one.
+        sh.wake.nudge();
+    }
     let ring = Arc::new(Ring {
-        pages: PageRing::with_nudge(sh.pages_per_thread, {
-            let w = sh.wake.clone();
-            Some(Box::new(move || w.nudge()))
-        }),
+        pages: spare.unwrap_or_else(|| sh.new_page_ring()),
         cpu: sh.next_cpu.fetch_add(1, Ordering::Relaxed) as usize,
         tid: ctx.tid(),
         comm: thread_comm(),
@@ -449,6 +463,10 @@ fn drain_loop(sh: Arc<Shared>, dir: PathBuf, anchors: crate::clock::Anchors) -> 
         }
         if stopping {
             return spool;
+        }
+        if sh.spare.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            let ring = sh.new_page_ring();
+            *sh.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(ring);
         }
         if start.elapsed() >= next_cal {
             crate::clock::recalibrate();
