@@ -114,18 +114,13 @@ enum Kind {
     Filemap { dev: IntField, ino: IntField },
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    if !args.command.is_empty() {
-        let events = [
-            "exceptions:page_fault_user",
-            "exceptions:page_fault_kernel",
-            "filemap:mm_filemap_fault",
-        ];
-        let (_dir, file, status) = super::record_command(&events, &args.command)?;
-        let mut a = args;
-        a.select.input = file;
-        a.command.clear();
-        run(a)?;
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
+    let events =
+        ["exceptions:page_fault_user", "exceptions:page_fault_kernel", "filemap:mm_filemap_fault"];
+    if let Some((_dir, status)) =
+        super::record_given_command(&events, &mut args.command, &mut args.select.input)?
+    {
+        run(args)?;
         return Ok(status);
     }
     let tl = Timeline::open(&args.select.input)?;

@@ -93,7 +93,23 @@ impl Select {
 
 /// `-- CMD`: record what an analysis needs while CMD runs, into a temporary file that is
 /// removed afterwards. Returns the file's directory guard and the command's exit status.
-pub fn record_command(
+/// `tp ANALYSIS -- CMD`: when a command is given, record `events` of it into a temporary
+/// file and point `input` at it (the command is taken). Returns the directory, to keep until
+/// the analysis is done, and the command's exit status; `None` without a command.
+pub fn record_given_command(
+    events: &[&str],
+    command: &mut Vec<OsString>,
+    input: &mut PathBuf,
+) -> anyhow::Result<Option<(TempDir, i32)>> {
+    if command.is_empty() {
+        return Ok(None);
+    }
+    let (dir, file, status) = record_command(events, &std::mem::take(command))?;
+    *input = file;
+    Ok(Some((dir, status)))
+}
+
+fn record_command(
     events: &[&str],
     command: &[OsString],
 ) -> anyhow::Result<(TempDir, PathBuf, i32)> {

@@ -178,13 +178,11 @@ enum Kind {
     Exit(IntField, IntField),
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    if !args.command.is_empty() {
-        let (_dir, file, status) = super::record_command(&["raw_syscalls"], &args.command)?;
-        let mut a = args;
-        a.select.input = file;
-        a.command.clear();
-        run(a)?;
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
+    if let Some((_dir, status)) =
+        super::record_given_command(&["raw_syscalls"], &mut args.command, &mut args.select.input)?
+    {
+        run(args)?;
         return Ok(status);
     }
     let tl = Timeline::open(&args.select.input)?;
