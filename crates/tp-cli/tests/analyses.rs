@@ -2,51 +2,15 @@
 //! independent computations (strace -c, and a few lines over `tp report --json` of the same
 //! file). Needs root and tracefs (CI runs as root; fails loudly without them), gcc and strace.
 
+mod common;
+use common::{require_tracefs, run, Tmp, TP};
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::Value;
-
-const TP: &str = env!("CARGO_BIN_EXE_tp");
-const TRACEFS: &str = "/sys/kernel/tracing";
-
-fn require_tracefs() {
-    assert!(
-        Path::new(TRACEFS).join("instances").is_dir(),
-        "these tests need root and tracefs at {TRACEFS} (CI runs as root)"
-    );
-}
-
-/// A directory for this test binary's files, removed at the end of each test that made it.
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("tp-analyses-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.stdin(Stdio::null()).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)

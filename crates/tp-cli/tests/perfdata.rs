@@ -2,6 +2,9 @@
 //! `perf record` writes read by `tp report`. Needs root, tracefs and perf (CI installs
 //! Debian's `linux-perf` and runs as root; fails loudly without them).
 
+mod common;
+use common::{Tmp, TP};
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,26 +17,6 @@ use tp_format::EventFormat;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/perfdata").join(name)
-}
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("tp-perfdata-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// `perf script` (extra arguments first) on `file`: its stdout, asserting success.
@@ -243,8 +226,6 @@ fn synthetic_tracepoint_samples_print_in_perf_script() {
         assert_eq!(squeezed.join(" "), want, "line {i}");
     }
 }
-
-const TP: &str = env!("CARGO_BIN_EXE_tp");
 
 /// The tests that run `perf record -a` take turns: with two system-wide sessions at once, the
 /// kernel-text oracle below found a few of perf's samples missing from the instance's text

@@ -3,21 +3,14 @@
 //! also checks interop. The workload is this test binary itself: run with
 //! `TP_TEST_GETPPID=N` its `helper_getppid` test calls getppid() exactly N times.
 
+mod common;
+use common::{require_tracefs, Tmp, TP, TRACEFS};
+
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
-
-const TP: &str = env!("CARGO_BIN_EXE_tp");
-const TRACEFS: &str = "/sys/kernel/tracing";
-
-fn require_tracefs() {
-    assert!(
-        Path::new(TRACEFS).join("instances").is_dir(),
-        "these tests need root and tracefs at {TRACEFS} (CI runs as root)"
-    );
-}
 
 /// Not a real test: the workload, active only when TP_TEST_GETPPID is set; ignored so that
 /// an ordinary run does not count it as passed. The tests run it with `--ignored`.
@@ -54,26 +47,6 @@ fn helper_cmd(n: usize) -> Vec<String> {
         "--test-threads=1".into(),
         "-q".into(),
     ]
-}
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("tp-record-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Every tp run removes the stale instances of dead tp processes when it starts. The test
@@ -144,7 +117,7 @@ fn our_instances() -> Vec<String> {
 fn command_yields_exactly_n_getppid_events() {
     require_tracefs();
     let t = Tmp::new("cmd");
-    let out_file = t.file("t.dat");
+    let out_file = t.path("t.dat");
     let mut args =
         vec!["record", "-e", "raw_syscalls:sys_enter", "-o", out_file.to_str().unwrap(), "--"];
     let cmd = helper_cmd(7777);
@@ -168,7 +141,7 @@ fn command_yields_exactly_n_getppid_events() {
 fn command_exit_status_becomes_tps() {
     require_tracefs();
     let t = Tmp::new("exit");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let out = tp(&[
         "record",
         "-q",
@@ -218,7 +191,7 @@ fn rest(mut err: BufReader<std::process::ChildStderr>) -> String {
 fn pid_yields_exactly_n_getppid_events() {
     require_tracefs();
     let t = Tmp::new("pid");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let exe = std::env::current_exe().unwrap();
     let mut helper = Command::new(exe)
         .args(["--exact", "helper_getppid", "--ignored", "--test-threads=1", "-q", "--nocapture"])
@@ -263,7 +236,7 @@ fn pid_with_children_follows_new_processes() {
     require_tracefs();
     for children in [true, false] {
         let t = Tmp::new(if children { "children" } else { "nochildren" });
-        let f = t.file("t.dat");
+        let f = t.path("t.dat");
         // A shell that waits for a line, then runs the helper as its child (`; true`: no
         // shell may replace itself with the last command).
         let script = format!("read go; {} >/dev/null; true", helper_cmd(777).join(" "));
@@ -294,7 +267,7 @@ fn pid_with_children_follows_new_processes() {
 fn filters_narrow_as_the_kernel_says() {
     require_tracefs();
     let t = Tmp::new("filter");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let mut args = vec![
         "record",
         "-e",
@@ -366,7 +339,7 @@ fn globs_select_what_tp_list_says() {
     require_tracefs();
     let t = Tmp::new("glob");
     for glob in ["sched:sched_*", "timer", "syscalls:sys_enter_openat"] {
-        let f = t.file("g.dat");
+        let f = t.path("g.dat");
         // v6: `trace-cmd report --events` lists the formats of v6 files only.
         let out = tp(&[
             "record",
@@ -427,7 +400,7 @@ fn assert_state_restored(before: &TopLevel, name: &str) {
 fn stop_with(sig: i32) {
     require_tracefs();
     let t = Tmp::new(&format!("sig{sig}"));
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let before = top_level();
     let (mut c, err) =
         spawn_tp(&["record", "-e", "sched", "-e", "raw_syscalls", "-o", f.to_str().unwrap()]);
@@ -458,7 +431,7 @@ fn sigterm_stops_writes_and_restores() {
 fn sigkill_of_tp_and_its_guard_leaves_a_stale_instance_the_next_run_removes() {
     require_tracefs();
     let t = Tmp::new("kill");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let before = top_level();
     let (mut c, _err) = spawn_tp(&["record", "-e", "sched", "-o", f.to_str().unwrap()]);
     let name = format!("tp-{}", c.id());
@@ -537,7 +510,7 @@ fn assert_nothing_left_after_sigkill(
 fn sigkill_while_recording_leaves_a_readable_file_and_no_instance() {
     require_tracefs();
     let t = Tmp::new("kill-rec");
-    let f = t.file("k.dat");
+    let f = t.path("k.dat");
     let (c, err) =
         spawn_tp(&["record", "-a", "-e", "sched:sched_switch", "-o", f.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(300));
@@ -548,7 +521,7 @@ fn sigkill_while_recording_leaves_a_readable_file_and_no_instance() {
 fn sigkill_while_writing_leaves_a_readable_file_and_no_instance() {
     require_tracefs();
     let t = Tmp::new("kill-write");
-    let f = t.file("k.dat");
+    let f = t.path("k.dat");
     let _g = starting();
     let mut c = Command::new(TP)
         .args([
@@ -607,7 +580,7 @@ impl Drop for SmallDisk {
 fn a_full_disk_keeps_a_readable_first_part() {
     require_tracefs();
     let disk = SmallDisk::new("full", "4m");
-    let f = disk.0.file("x.dat");
+    let f = disk.0.path("x.dat");
     // 300,000 getppid() calls: about 15 MiB of raw_syscalls pages, far more than the disk.
     let mut args: Vec<String> = ["record", "-e", "raw_syscalls", "-o", f.to_str().unwrap(), "--"]
         .iter()
@@ -675,7 +648,7 @@ fn a_full_disk_keeps_a_readable_first_part() {
 fn missing_command_is_127_and_all_with_a_command_is_refused() {
     require_tracefs();
     let t = Tmp::new("cmd127");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let out = tp(&[
         "record",
         "-e",
@@ -700,7 +673,7 @@ fn missing_command_is_127_and_all_with_a_command_is_refused() {
 #[test]
 fn report_of_a_pipe_says_it_needs_a_seekable_file() {
     let t = Tmp::new("fifo");
-    let fifo = t.file("p.dat");
+    let fifo = t.path("p.dat");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo reads a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
@@ -719,7 +692,7 @@ fn report_of_a_pipe_says_it_needs_a_seekable_file() {
 fn early_signals_leave_nothing() {
     require_tracefs();
     let t = Tmp::new("early");
-    let f = t.file("x.dat");
+    let f = t.path("x.dat");
     for i in 0..40u64 {
         let _g = starting();
         let mut c = Command::new(TP)
@@ -761,7 +734,7 @@ fn early_signals_leave_nothing() {
 fn unwritable_outputs_are_refused_before_recording() {
     require_tracefs();
     let t = Tmp::new("outputs");
-    let dir = t.file("somedir");
+    let dir = t.path("somedir");
     std::fs::create_dir(&dir).unwrap();
     let d = dir.to_str().unwrap().to_string();
     for (o, says) in [
@@ -788,7 +761,7 @@ fn trace_cmd_reads_every_flavour() {
     require_tracefs();
     let t = Tmp::new("interop");
     for (ver, comp) in [("7", "zstd"), ("7", "none"), ("6", "none")] {
-        let f = t.file(&format!("v{ver}-{comp}.dat"));
+        let f = t.path(&format!("v{ver}-{comp}.dat"));
         let mut args = vec![
             "record",
             "-e",
@@ -870,7 +843,7 @@ fn error_and_panic_paths_remove_the_instance() {
     assert_state_restored(&before, &name);
     // A panic while recording, with a command running.
     let t = Tmp::new("panic");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let c = Command::new(TP)
         .args([
             "record",
@@ -898,7 +871,7 @@ fn error_and_panic_paths_remove_the_instance() {
 fn lost_events_are_never_silent() {
     require_tracefs();
     let t = Tmp::new("lost");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     // A tiny buffer (8 KiB per CPU) against 200,000 syscalls: events may be lost; if any
     // are, tp says so, and what it kept plus what it reports lost covers all of them.
     let n = 200_000;
@@ -976,7 +949,7 @@ fn extract_writes_a_buffer_without_changing_settings() {
     let snap = || files.iter().map(|f| inst.read(f).unwrap()).collect::<Vec<_>>();
     let before = snap();
     let t = Tmp::new("extract");
-    let f = t.file("x.dat");
+    let f = t.path("x.dat");
     let out = tp(&["extract", "-B", inst.name(), "-o", f.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(snap(), before);
@@ -996,7 +969,7 @@ fn extract_writes_a_buffer_without_changing_settings() {
     assert!(text.starts_with(&format!("buffer: {}\n", inst.name())), "{text}");
     assert!(text.contains("\n  CPU: 0\n    entries:"), "{text}");
     // Reading consumed the pages, and --help says so.
-    let again = t.file("again.dat");
+    let again = t.path("again.dat");
     let out = tp(&["extract", "-B", inst.name(), "-o", again.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(count_getppid(&named(&again), Some(tid as i32)), 0);
@@ -1009,7 +982,7 @@ fn extract_writes_a_buffer_without_changing_settings() {
 fn non_root_is_told_to_run_as_root() {
     require_tracefs();
     let t = Tmp::new("nonroot");
-    let exe = t.file("tp");
+    let exe = t.path("tp");
     std::fs::copy(TP, &exe).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -1031,7 +1004,7 @@ fn non_root_is_told_to_run_as_root() {
 fn all_processes_leave_out_tps_own_threads() {
     require_tracefs();
     let t = Tmp::new("all");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let (child, err) = spawn_tp(&[
         "record",
         "-a",
@@ -1302,7 +1275,7 @@ fn stream_all_leaves_out_its_own_thread() {
 fn a_mistyped_kernel_event_is_an_error_with_suggestions() {
     require_tracefs();
     let t = Tmp::new("typo");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let out = tp(&["record", "-e", "sched:sched_swich", "-o", f.to_str().unwrap(), "--", "true"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -1339,7 +1312,7 @@ fn help_names_every_subcommand() {
 fn summary_counts_and_cpu_time_read_plainly() {
     require_tracefs();
     let t = Tmp::new("plural");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let out =
         tp(&["record", "-e", "sched:sched_process_exit", "-o", f.to_str().unwrap(), "--", "true"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1366,7 +1339,7 @@ fn summary_counts_and_cpu_time_read_plainly() {
 fn live_status_counts_events_at_a_steady_rate() {
     require_tracefs();
     let t = Tmp::new("live");
-    let f = t.file("t.dat");
+    let f = t.path("t.dat");
     let cmd = format!(
         "{TP} record -e raw_syscalls -o {} -- sh -c 'timeout 2 sh -c \"while :; do : > /dev/null; done\" || true'",
         f.display()

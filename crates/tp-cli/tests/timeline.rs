@@ -6,22 +6,16 @@
 //! The example is built by this test (`cargo build -p tp --example timeline`, into this test
 //! binary's own target directory and profile).
 
+mod common;
+use common::{require_tracefs, run, Tmp, TP};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-const TP: &str = env!("CARGO_BIN_EXE_tp");
-const TRACEFS: &str = "/sys/kernel/tracing";
 const ROUNDS: usize = 5;
 /// More threads (streams of the program's buffer) than this VM has CPUs.
 const THREADS: usize = 6;
-
-fn require_tracefs() {
-    assert!(
-        Path::new(TRACEFS).join("instances").is_dir(),
-        "these tests need root and tracefs at {TRACEFS} (CI runs as root)"
-    );
-}
 
 /// The `timeline` example of crate `tp`, built once.
 fn example() -> &'static Path {
@@ -46,34 +40,6 @@ fn example() -> &'static Path {
         assert!(exe.is_file(), "{} missing after the build", exe.display());
         exe
     })
-}
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("tp-timeline-test-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.stdin(Stdio::null()).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn text(b: &[u8]) -> String {
