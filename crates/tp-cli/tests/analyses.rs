@@ -452,16 +452,22 @@ fn timeline_example() -> &'static Path {
 /// Decodes a Perfetto trace with the `perfetto` PyPI package's protos and prints, per line,
 /// one JSON object per event: ftrace events with their CPU, name (typed: the oneof field;
 /// generic: event_name), timestamp, pid and fields; track events with their name and
-/// annotations; and a last line with lost-event bundles and thread names.
+/// annotations; and a last line with lost-event bundles, thread names and the clocks the
+/// trace declares (the snapshot's primary clock and clock ids, the bundles' ftrace_clock).
 const DECODE: &str = r#"
 import json, sys
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 t = pb.Trace()
 t.ParseFromString(open(sys.argv[1], "rb").read())
-lost, threads, tracks = 0, {}, {}
+lost, threads, tracks, clock = 0, {}, {}, {"primary": None, "ids": [], "ftrace": set()}
 for p in t.packet:
+    if p.HasField("clock_snapshot"):
+        c = p.clock_snapshot
+        clock["primary"] = c.primary_trace_clock
+        clock["ids"] = sorted(x.clock_id for x in c.clocks)
     if p.HasField("ftrace_events"):
         b = p.ftrace_events
+        clock["ftrace"].add(b.ftrace_clock)
         lost += b.lost_events
         for e in b.event:
             k = e.WhichOneof("event")
@@ -482,7 +488,8 @@ for p in t.packet:
         e = p.track_event
         f = {a.name: (a.string_value if a.HasField("string_value") else a.int_value) for a in e.debug_annotations}
         print(json.dumps({"kind": "track", "event": e.name, "ts": p.timestamp, "pid": tracks[e.track_uuid], "fields": f}))
-print(json.dumps({"kind": "end", "lost": lost, "threads": len(threads)}))
+clock["ftrace"] = sorted(clock["ftrace"])
+print(json.dumps({"kind": "end", "lost": lost, "threads": len(threads), "clock": clock}))
 "#;
 
 #[test]
@@ -503,13 +510,7 @@ fn perfetto_has_exactly_the_events_of_the_source() {
         .arg(&file)
         .arg("-o")
         .arg(&out));
-    let script = tmp.0.join("decode.py");
-    std::fs::write(&script, DECODE).unwrap();
-    let decoded = run(Command::new("python3").arg(&script).arg(&out));
-    let decoded: Vec<Value> = String::from_utf8_lossy(&decoded.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let decoded = decode_perfetto(&tmp, &out);
     let report = run(Command::new(TP).args(["report", "--json", "-i"]).arg(&file));
     let source: Vec<Value> = String::from_utf8_lossy(&report.stdout)
         .lines()
@@ -536,6 +537,12 @@ fn perfetto_has_exactly_the_events_of_the_source() {
         if e["kind"] == "end" {
             assert_eq!(e["lost"].as_u64().unwrap(), lost);
             assert!(e["threads"].as_u64().unwrap() > 0, "no thread names");
+            // Recorded on `mono` (tp record's default): CLOCK_MONOTONIC (3) is the trace's
+            // clock, tied to boot time (6), in which Perfetto reads ftrace timestamps.
+            let clock = &e["clock"];
+            assert_eq!(clock["primary"], 3, "{clock}");
+            assert_eq!(clock["ids"], serde_json::json!([3, 6]), "{clock}");
+            assert_eq!(clock["ftrace"], serde_json::json!([0]), "{clock}");
             continue;
         }
         let cpu = if e["kind"] == "ftrace" { e["cpu"].as_u64() } else { None };
@@ -579,4 +586,56 @@ fn perfetto_has_exactly_the_events_of_the_source() {
         pick(&source, None, "after_getppid", &after)
     );
     assert_eq!(pick(&decoded, Some("track"), "after_getppid", &after).len(), 3);
+}
+
+/// Decoded events of a Perfetto file (the lines of [`DECODE`]).
+fn decode_perfetto(tmp: &Tmp, file: &Path) -> Vec<Value> {
+    let script = tmp.0.join("decode.py");
+    std::fs::write(&script, DECODE).unwrap();
+    let decoded = run(Command::new("python3").arg(&script).arg(file));
+    String::from_utf8_lossy(&decoded.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A kernel instance's buffer has a name too (here `tp-PID-N`, shaped like a Rust program's
+/// `COMM-PID`): its events stay ftrace events on their CPUs, not a program's track events;
+/// and its clock (`mono_raw`) is the one each bundle names.
+#[test]
+fn perfetto_keeps_a_named_kernel_buffer_kernel() {
+    require_tracefs();
+    let tfs = tp_tracefs::Tracefs::discover().unwrap();
+    let inst = tp_tracefs::Instance::create(&tfs).unwrap();
+    inst.set_clock("mono_raw").unwrap();
+    let ev = tp_tracefs::EventId::new("raw_syscalls", "sys_enter");
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    // The filter first: enabled without one, the event records every task's calls.
+    inst.set_filter(&ev, &format!("common_pid == {tid} && id == 110")).unwrap();
+    inst.enable(&ev).unwrap();
+    for _ in 0..321 {
+        // SAFETY: getppid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_getppid) };
+    }
+    inst.disable(&ev).unwrap();
+    let tmp = Tmp::new("perfetto-named");
+    let file = tmp.0.join("x.dat");
+    run(Command::new(TP).args(["extract", "-q", "-B", inst.name(), "-o"]).arg(&file));
+    drop(inst);
+    let out = tmp.0.join("out.perfetto-trace");
+    run(Command::new(TP)
+        .args(["convert", "--to", "perfetto", "-i"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&out));
+    let decoded = decode_perfetto(&tmp, &out);
+    let kinds = |k: &str| decoded.iter().filter(|e| e["kind"] == k).count();
+    assert_eq!(kinds("track"), 0);
+    assert_eq!(kinds("ftrace"), 321);
+    assert!(decoded.iter().all(|e| e["kind"] != "ftrace" || e["pid"] == tid));
+    let clock = &decoded.last().unwrap()["clock"];
+    // MONOTONIC_RAW (5) is the trace's clock; every bundle says FTRACE_CLOCK_MONO_RAW (4).
+    assert_eq!(clock["primary"], 5, "{clock}");
+    assert_eq!(clock["ftrace"], serde_json::json!([4]), "{clock}");
 }

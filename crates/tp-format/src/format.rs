@@ -117,6 +117,10 @@ impl Field {
     }
 }
 
+/// First event ID of Rust tracepoints (crate `tp` numbers its events from here); kernel
+/// event IDs stay far below it, so an ID says whether an event is a Rust program's.
+pub const RUST_ID_BASE: u16 = 40000;
+
 /// Read a 1, 2, 4 or 8 byte unsigned integer (other lengths give 0).
 pub fn read_uint(bytes: &[u8], big_endian: bool) -> u64 {
     macro_rules! conv {

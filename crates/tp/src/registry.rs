@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
 pub static TRACEPOINTS: [&'static Site];
 
 /// First event ID given to Rust tracepoints; kernel event IDs stay far below it.
-pub const ID_BASE: u16 = 40000;
+pub const ID_BASE: u16 = tp_format::format::RUST_ID_BASE;
 
 static CONTROL: Mutex<()> = Mutex::new(());
 static SORTED: OnceLock<Vec<&'static Site>> = OnceLock::new();

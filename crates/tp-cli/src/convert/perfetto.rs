@@ -8,11 +8,23 @@
 //!   `ftrace:print`), every other event as a `GenericFtraceEvent` with all its fields.
 //! - Events lost on a CPU set `lost_events` on that CPU's next bundle.
 //! - Task names from the file's saved cmdlines go into a `ProcessTree`.
-//! - A Rust program's tracepoints (the buffers `tp record` names `COMM-PID`) become
-//!   instant `TrackEvent`s on a track per thread, their fields as debug annotations.
+//! - A Rust program's tracepoints become instant `TrackEvent`s on a track per thread, their
+//!   fields as debug annotations. An event is a program's by its ID (crate `tp` numbers its
+//!   events from [`RUST_ID_BASE`]), not by its buffer's name: a kernel instance's buffer has
+//!   a name too. The process ID is the suffix of the buffer's `COMM-PID` name.
 //!
 //! Streaming: a bundle per CPU is flushed every [`BUNDLE_EVENTS`] events, so memory does not
-//! grow with the file. Timestamps are the trace clock's (`mono` for tp record), as recorded.
+//! grow with the file.
+//!
+//! Clock: timestamps are written as recorded, and the trace says which clock they are on,
+//! so the UI shows the recording's own times. Perfetto reads ftrace timestamps as boot time
+//! unless the bundle names another clock, and its bundles can only name `mono_raw`; for
+//! tp record's default `mono` (the clock of the Rust programs' events too) a clock snapshot
+//! makes `CLOCK_MONOTONIC` the trace's clock and equates it with boot time (the file has no
+//! reading of both clocks at one instant, so the two are taken to be the same, as they are
+//! on a machine that has not been suspended). Clocks Perfetto has no name for (`local`,
+//! `global`, `x86-tsc`...) are placed as boot time, which keeps order and spacing, and the
+//! conversion says so.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,7 +32,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::Context;
-use tp_format::format::{EventFormat, Field, FieldKind};
+use tp_format::format::{EventFormat, Field, FieldKind, RUST_ID_BASE};
 
 use super::proto::{bytes, int, uint};
 use crate::analyze::timeline::{str_field, Ev, IntField, Timeline};
@@ -36,6 +48,7 @@ const SEQ_TRACKS: i64 = 2;
 // TracePacket fields.
 const PKT_FTRACE_EVENTS: u32 = 1;
 const PKT_PROCESS_TREE: u32 = 2;
+const PKT_CLOCK_SNAPSHOT: u32 = 6;
 const PKT_TIMESTAMP: u32 = 8;
 const PKT_SEQ_ID: u32 = 10;
 const PKT_TRACK_EVENT: u32 = 11;
@@ -43,6 +56,60 @@ const PKT_SEQ_FLAGS: u32 = 13;
 const PKT_TRACK_DESCRIPTOR: u32 = 60;
 /// SEQ_INCREMENTAL_STATE_CLEARED.
 const SEQ_CLEARED: i64 = 1;
+
+/// `BuiltinClock` values.
+const CLOCK_MONOTONIC: u64 = 3;
+const CLOCK_MONOTONIC_RAW: u64 = 5;
+const CLOCK_BOOTTIME: u64 = 6;
+/// `FtraceEventBundle.ftrace_clock` (`FtraceClock`): MONO_RAW.
+const FTRACE_CLOCK_MONO_RAW: u64 = 4;
+
+/// How the trace's clock is told to Perfetto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClockPlan {
+    /// `boot`: Perfetto's default for ftrace timestamps, nothing to say.
+    Boot,
+    /// `mono`: a snapshot equating MONOTONIC with BOOTTIME, MONOTONIC the trace's clock.
+    Mono,
+    /// `mono_raw`: each bundle says FTRACE_CLOCK_MONO_RAW, MONOTONIC_RAW the trace's clock.
+    MonoRaw,
+    /// A clock Perfetto cannot name: placed as boot time.
+    Unnamed,
+}
+
+fn clock_plan(clock: &str) -> ClockPlan {
+    match clock {
+        "boot" => ClockPlan::Boot,
+        "mono" => ClockPlan::Mono,
+        "mono_raw" => ClockPlan::MonoRaw,
+        _ => ClockPlan::Unnamed,
+    }
+}
+
+/// The ClockSnapshot packet's body for `plan` (empty when nothing needs saying).
+fn clock_snapshot(plan: ClockPlan) -> Vec<u8> {
+    let clock = |out: &mut Vec<u8>, id: u64| {
+        let mut c = Vec::new();
+        uint(&mut c, 1, id);
+        uint(&mut c, 2, 0);
+        bytes(out, 1, &c);
+    };
+    let mut s = Vec::new();
+    match plan {
+        ClockPlan::Mono => {
+            clock(&mut s, CLOCK_MONOTONIC);
+            clock(&mut s, CLOCK_BOOTTIME);
+            uint(&mut s, 2, CLOCK_MONOTONIC);
+        }
+        ClockPlan::MonoRaw => {
+            clock(&mut s, CLOCK_MONOTONIC_RAW);
+            clock(&mut s, CLOCK_BOOTTIME);
+            uint(&mut s, 2, CLOCK_MONOTONIC_RAW);
+        }
+        ClockPlan::Boot | ClockPlan::Unnamed => {}
+    }
+    s
+}
 
 /// How one field of a kernel event is encoded: its proto field number and how to read it.
 #[derive(Clone)]
@@ -238,6 +305,8 @@ struct Writer {
     field: Vec<u8>,
     text: Vec<u8>,
     error: Option<std::io::Error>,
+    /// `FtraceEventBundle.ftrace_clock`, when not Perfetto's default.
+    ftrace_clock: Option<u64>,
 }
 
 impl Writer {
@@ -265,6 +334,9 @@ impl Writer {
         let mut tail = Vec::with_capacity(16);
         if b.lost {
             int(&mut tail, 3, 1);
+        }
+        if let Some(c) = self.ftrace_clock {
+            uint(&mut tail, 5, c);
         }
         let bundle_len = head.len() + b.events.len() + tail.len();
         let mut seq = Vec::with_capacity(4);
@@ -313,7 +385,24 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
         field: Vec::new(),
         text: Vec::new(),
         error: None,
+        ftrace_clock: None,
     };
+    let plan = clock_plan(&tl.clock);
+    if plan == ClockPlan::MonoRaw {
+        w.ftrace_clock = Some(FTRACE_CLOCK_MONO_RAW);
+    }
+    let snapshot = clock_snapshot(plan);
+    if !snapshot.is_empty() {
+        bytes(&mut w.packet, PKT_CLOCK_SNAPSHOT, &snapshot);
+        int(&mut w.packet, PKT_SEQ_ID, SEQ_FTRACE);
+        w.emit_packet();
+    }
+    if plan == ClockPlan::Unnamed {
+        eprintln!(
+            "tp: clock {:?} has no name in Perfetto: its times are shown as boot time (order and spacing as recorded; record with -C mono to have them placed right)",
+            tl.clock
+        );
+    }
     // The task names the file saved.
     let mut names: Vec<(i32, &str)> = tl.cmdlines.iter().collect();
     names.sort_unstable();
@@ -331,18 +420,14 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
     int(&mut w.packet, PKT_SEQ_ID, SEQ_FTRACE);
     w.emit_packet();
 
-    // Rust program buffers: `COMM-PID`; their process ID is the suffix.
-    let program_pid: Vec<Option<i32>> = tl
+    // A Rust program's buffer is named `COMM-PID`: its process ID is the suffix (0: unknown).
+    let buffer_pid: Vec<i32> = tl
         .buffers
         .iter()
-        .map(|(_, name)| {
-            if name.is_empty() {
-                None
-            } else {
-                Some(name.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).unwrap_or(0))
-            }
-        })
+        .map(|(_, name)| name.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).unwrap_or(0))
         .collect();
+    // Buffers that have held a Rust program's events (their lost events mark no CPU).
+    let mut program_buffer = vec![false; tl.buffers.len()];
     let mut tracks: HashMap<(usize, i32), u64> = HashMap::new();
     let mut track_seq_started = false;
     // Per CPU, indexed by CPU number.
@@ -364,7 +449,9 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
                 return;
             };
             events += 1;
-            if let Some(process) = program_pid[e.buffer] {
+            if e.id >= RUST_ID_BASE {
+                program_buffer[e.buffer] = true;
+                let process = buffer_pid[e.buffer];
                 // A Rust tracepoint: an instant on its thread's track.
                 let n = tracks.len() as u64;
                 let uuid = *tracks.entry((e.buffer, e.pid)).or_insert_with(|| {
@@ -448,7 +535,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
             }
         }
         Ev::Lost { buffer, cpu } => {
-            if program_pid[buffer].is_none() {
+            if !program_buffer[buffer] {
                 let i = cpu as usize;
                 if bundles.len() <= i {
                     bundles.resize_with(i + 1, Bundle::default);
