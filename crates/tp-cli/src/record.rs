@@ -22,6 +22,7 @@ pub mod output;
 pub mod perf;
 mod rescue;
 pub mod session;
+pub mod stacks;
 mod status;
 pub mod user;
 
@@ -108,6 +109,8 @@ pub struct TraceOpts {
     /// drain thread), left out by default as tp's own threads are.
     #[arg(long = "keep-recorder")]
     pub keep_recorder: bool,
+    #[command(flatten)]
+    pub stacks: stacks::StackOpts,
 }
 
 /// The trace.dat written: shared by `tp record` and `tp extract`.
@@ -173,6 +176,9 @@ pub fn run(args: Args) -> Result<i32> {
         args.quiet,
     )?;
     if perf::wanted(&args.perf, &args.trace.events) {
+        if args.trace.stacks.any() {
+            bail!("-T, -U and --stack-trigger ask tracefs for stacks; this recording goes through perf_event_open (perf.data), which does not take them");
+        }
         let default_out = args.file.output == Path::new("trace.dat");
         return perf::run(perf::Request {
             events: &args.trace.events,
@@ -271,6 +277,7 @@ fn record(
         buffer_kb,
         clock: &args.trace.clock,
         instance: args.instance.as_deref(),
+        stacks: &args.trace.stacks,
     };
     // The private instance's name is known before it exists (a kill during the set-up).
     let own_instance = tp_tracefs::Tracefs::discover()?.path("instances").join(format!(

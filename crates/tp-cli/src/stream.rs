@@ -61,6 +61,7 @@ pub fn run(args: Args) -> Result<i32> {
         buffer_kb: Some(args.trace.buffer_kb.unwrap_or(STREAM_BUFFER_KB)),
         clock: &args.trace.clock,
         instance: None,
+        stacks: &args.trace.stacks,
     };
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
     // Wake the reader as soon as there is data (this is our own instance).

@@ -19,7 +19,10 @@ use tp_tracefs::{Instance, Tracefs};
 
 /// Processes, files, sockets, memory, pipes, signals and a trace_marker write.
 fn workload(inst: &Instance) {
-    let dir = std::env::temp_dir().join(format!("tp-fidelity-{}", std::process::id()));
+    // One directory per run: the tests of this file run in parallel.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tp-fidelity-{}-{run}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for i in 0..3 {
         let p = dir.join(format!("f{i}"));
@@ -87,24 +90,34 @@ fn matches_with_unknowns(kernel: &str, ours: &str) -> bool {
     rest.is_empty()
 }
 
-#[test]
-fn every_event_renders_as_the_kernel_does() {
-    let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
-    let name = format!("tp-fidelity-{}", std::process::id());
-    let inst = Instance::create_named(&tfs, &name).expect("create a private instance");
+/// What comparing the kernel's text with tp's rendering of the same buffer found.
+struct Outcome {
+    entries: u64,
+    per_type: BTreeMap<String, usize>,
+    differing: BTreeMap<String, usize>,
+    kernel_lines: usize,
+    tp_lines: usize,
+    /// tp's text (header and events).
+    ours: String,
+}
+
+/// A private instance for the oracle: big, pointer hashing off, no overwriting (a full
+/// buffer drops new events instead of overwriting old ones: the kernel's `trace` iterator
+/// and the consuming raw read account overwritten pages differently; the iterator prints no
+/// `[LOST N EVENTS]` line for an overrun before it started).
+fn oracle_instance(tfs: &Tracefs, tag: &str) -> Instance {
+    let name = format!("tp-fidelity-{tag}-{}", std::process::id());
+    let inst = Instance::create_named(tfs, &name).expect("create a private instance");
     inst.set_tracing_on(false).unwrap();
     inst.set_buffer_size_kb(16 << 10).unwrap();
     inst.set_option("hash-ptr", false).unwrap();
-    // A full buffer drops new events instead of overwriting old ones: the kernel's `trace`
-    // iterator and the consuming raw read account overwritten pages differently (the
-    // iterator prints no `[LOST N EVENTS]` line for an overrun before it started).
     inst.set_option("overwrite", false).unwrap();
-    inst.enable_everything().unwrap();
-    inst.set_tracing_on(true).unwrap();
-    workload(&inst);
-    inst.set_tracing_on(false).unwrap();
-    inst.disable_all().unwrap();
+    inst
+}
 
+/// Read the kernel's `trace` text of `inst` (tracing off), then drain the same buffer raw,
+/// remove the instance, render it with tp's pipeline and compare line by line.
+fn compare_with_kernel(tfs: &Tracefs, inst: Instance) -> Outcome {
     let kernel_text = inst.trace_text().unwrap();
     let stats = inst.all_stats().unwrap();
     let mut cmdlines = Cmdlines::parse(&tfs.saved_cmdlines().unwrap());
@@ -119,7 +132,7 @@ fn every_event_renders_as_the_kernel_does() {
     let raw: Vec<(u32, Vec<u8>)> = cpus.iter().map(|&c| (c, inst.drain_cpu(c).unwrap())).collect();
     drop(inst); // removes the instance before any assertion can fail
 
-    let renderer = Renderer::new(all_formats(&tfs), tables, Options::default());
+    let renderer = Renderer::new(all_formats(tfs), tables, Options::default());
     let sources: Vec<(u32, Box<dyn PageSource>)> = raw
         .iter()
         .map(|(c, bytes)| {
@@ -186,8 +199,79 @@ fn every_event_renders_as_the_kernel_does() {
     );
     eprintln!("lines with read-time kernel values ([?]): {read_time:?}");
     eprintln!("event types covered: {}", per_type.keys().cloned().collect::<Vec<_>>().join(" "));
-    assert!(entries > 1000, "the workload produced only {entries} events");
-    assert!(per_type.len() > 50, "only {} event types fired", per_type.len());
-    assert!(differing.is_empty(), "lines differ, by event: {differing:?}");
-    assert_eq!(k.len(), o.len(), "line counts differ");
+    let (kernel_lines, tp_lines) = (k.len(), o.len());
+    Outcome { entries, per_type, differing, kernel_lines, tp_lines, ours }
+}
+
+#[test]
+fn every_event_renders_as_the_kernel_does() {
+    let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
+    let inst = oracle_instance(&tfs, "all");
+    inst.enable_everything().unwrap();
+    inst.set_tracing_on(true).unwrap();
+    workload(&inst);
+    inst.set_tracing_on(false).unwrap();
+    inst.disable_all().unwrap();
+
+    let r = compare_with_kernel(&tfs, inst);
+    assert!(r.entries > 1000, "the workload produced only {} events", r.entries);
+    assert!(r.per_type.len() > 50, "only {} event types fired", r.per_type.len());
+    assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
+    assert_eq!(r.kernel_lines, r.tp_lines, "line counts differ");
+}
+
+/// Kernel and user stacks (`tp record -T -U`, `--stack-trigger`): the `stacktrace` and
+/// `userstacktrace` options on a set of events, and a `stacktrace if FILTER` trigger on
+/// one more, so the buffer holds `ftrace:kernel_stack` records from both and
+/// `ftrace:user_stack` ones. tp's `<stack trace>` / ` => symbol` lines must be the kernel's.
+#[test]
+fn kernel_and_user_stacks_render_as_the_kernel_does() {
+    let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
+    let inst = oracle_instance(&tfs, "stacks");
+    for sys in ["sched", "raw_syscalls", "signal", "timer", "irq", "block", "net"] {
+        inst.write(&format!("events/{sys}/enable"), "1").unwrap();
+    }
+    inst.set_option("stacktrace", true).unwrap();
+    inst.set_option("userstacktrace", true).unwrap();
+    let getppid = tp_tracefs::EventId::parse("syscalls:sys_enter_getppid").unwrap();
+    inst.enable(&getppid).unwrap();
+    // SAFETY: gettid has no preconditions. (common_pid is the thread's id.)
+    let me = unsafe { libc::gettid() };
+    inst.add_trigger(&getppid, &format!("stacktrace if common_pid == {me}")).unwrap();
+    inst.set_tracing_on(true).unwrap();
+    workload(&inst);
+    for _ in 0..3 {
+        // SAFETY: getppid has no preconditions.
+        unsafe { libc::getppid() };
+    }
+    inst.set_tracing_on(false).unwrap();
+    inst.disable_all().unwrap();
+
+    let r = compare_with_kernel(&tfs, inst);
+    let kernel_stacks = r.per_type.get("ftrace:kernel_stack").copied().unwrap_or(0);
+    let user_stacks = r.per_type.get("ftrace:user_stack").copied().unwrap_or(0);
+    assert!(kernel_stacks > 100, "only {kernel_stacks} kernel stacks were recorded");
+    assert!(user_stacks > 100, "only {user_stacks} user stacks were recorded");
+    // The trigger's: getppid's own line, then (with the option's) two kernel stacks.
+    let frames = r.ours.lines().filter(|l| l.starts_with(" => ")).count();
+    assert!(frames > 4 * kernel_stacks / 2, "{frames} frame lines for {kernel_stacks} stacks");
+    // Each getppid() of this thread: its line, then two kernel stacks (the option's and the
+    // trigger's) and the user stack before the thread's next event.
+    let mine = format!("-{me} ");
+    let my_lines: Vec<&str> = r.ours.lines().filter(|l| l.contains(&mine)).collect();
+    let mut calls = 0;
+    for (i, l) in my_lines.iter().enumerate().filter(|(_, l)| l.ends_with("sys_getppid()")) {
+        calls += 1;
+        let stacks: Vec<&str> = my_lines[i + 1..]
+            .iter()
+            .take_while(|l| l.ends_with("stack trace>"))
+            .map(|l| l.rsplit(": ").next().unwrap())
+            .collect();
+        let kernel = stacks.iter().filter(|s| **s == "<stack trace>").count();
+        let user = stacks.iter().filter(|s| **s == "<user stack trace>").count();
+        assert_eq!((kernel, user), (2, 1), "stacks after {l}: {stacks:?}");
+    }
+    assert_eq!(calls, 3, "the three getppid() calls");
+    assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
+    assert_eq!(r.kernel_lines, r.tp_lines, "line counts differ");
 }

@@ -1370,3 +1370,140 @@ fn live_status_counts_events_at_a_steady_rate() {
     assert!(steady.len() >= 2, "the load ran too short: {lines:?}");
     assert!(steady.iter().all(|&r| r > 0.0), "{lines:?}");
 }
+
+/// The frames of each `<stack trace>` in `tp report`'s text (` => name` lines), in order.
+fn tp_kernel_stacks(text: &str) -> Vec<Vec<String>> {
+    let mut stacks: Vec<Vec<String>> = Vec::new();
+    let mut inside = false;
+    for l in text.lines() {
+        if let Some(f) = l.strip_prefix(" => ") {
+            if inside {
+                stacks.last_mut().unwrap().push(f.to_string());
+            }
+        } else {
+            inside = l.ends_with(": <stack trace>");
+            if inside {
+                stacks.push(Vec::new());
+            }
+        }
+    }
+    stacks
+}
+
+/// The same from `trace-cmd report`: `kernel_stack: <stack trace >` then `=> name (addr)`.
+fn trace_cmd_kernel_stacks(lines: &[String]) -> Vec<Vec<String>> {
+    let mut stacks: Vec<Vec<String>> = Vec::new();
+    let mut inside = false;
+    for l in lines {
+        if let Some(f) = l.strip_prefix("=> ") {
+            if inside {
+                let name = f.rsplit_once(" (").map_or(f, |(n, _)| n);
+                stacks.last_mut().unwrap().push(name.to_string());
+            }
+        } else {
+            inside = l.contains(" kernel_stack: ");
+            if inside {
+                stacks.push(Vec::new());
+            }
+        }
+    }
+    stacks
+}
+
+/// `-T -U`: every getppid() of the command is followed by its kernel stack (the syscall
+/// entry path, symbolized from the file's kallsyms) and its user stack; `trace-cmd report`
+/// reads the file and finds the same kernel frames in the same order.
+#[test]
+fn kernel_and_user_stacks_are_recorded_and_trace_cmd_reads_them() {
+    require_tracefs();
+    let t = Tmp::new("stacks");
+    let f = t.path("stacks.dat");
+    let mut args =
+        vec!["record", "-T", "-U", "-e", "syscalls:sys_enter_getppid", "-o", f.to_str().unwrap()];
+    args.push("--");
+    let cmd = helper_cmd(50);
+    args.extend(cmd.iter().map(String::as_str));
+    let out = tp(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rep = tp(&["report", "-i", f.to_str().unwrap()]);
+    assert!(rep.status.success(), "{}", String::from_utf8_lossy(&rep.stderr));
+    let text = String::from_utf8_lossy(&rep.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    // The helper's 50 calls (other getppid() calls of the test harness's start may come
+    // too): each is followed by a kernel stack through the syscall entry, then a user one.
+    let calls: Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].ends_with("sys_getppid()")).collect();
+    assert!(calls.len() >= 50, "{} getppid calls in\n{text}", calls.len());
+    for &i in &calls {
+        let task_cpu = |l: &str| l.split(']').next().unwrap().to_string();
+        assert_eq!(task_cpu(lines[i]), task_cpu(lines[i + 1]), "the stack is the call's");
+        assert!(lines[i + 1].ends_with(": <stack trace>"), "after {}: {}", lines[i], lines[i + 1]);
+        let frames: Vec<&str> =
+            lines[i + 2..].iter().map_while(|l| l.strip_prefix(" => ")).collect();
+        assert!(frames.contains(&"do_syscall_64"), "frames {frames:?}");
+        assert!(!frames.iter().any(|f| f.starts_with("0x")), "unsymbolized frames {frames:?}");
+        let user = &lines[i + 2 + frames.len()];
+        assert!(user.ends_with(": <user stack trace>"), "after the kernel stack: {user}");
+        let ufirst = lines[i + 3 + frames.len()];
+        assert!(ufirst.starts_with(" =>  <0000"), "user frame {ufirst}");
+    }
+    let ours = tp_kernel_stacks(&text);
+    let theirs = trace_cmd_kernel_stacks(&report_lines(&f));
+    assert_eq!(ours.len(), calls.len());
+    assert_eq!(ours, theirs, "kernel stacks: tp report vs trace-cmd report");
+}
+
+/// `--stack-trigger GLOB if FILTER` on an existing instance (`-B`): the trigger and the
+/// `stacktrace` option are set for the recording and removed after it.
+#[test]
+fn stack_trigger_on_an_existing_instance_is_removed_after() {
+    require_tracefs();
+    let tfs = tp_tracefs::Tracefs::discover().unwrap();
+    let inst = tp_tracefs::Instance::create(&tfs).unwrap();
+    let ev = tp_tracefs::EventId::new("syscalls", "sys_enter_getppid");
+    let t = Tmp::new("trigger");
+    let f = t.path("t.dat");
+    let mut args = vec![
+        "record",
+        "-B",
+        inst.name(),
+        "-U",
+        "--stack-trigger",
+        "syscalls:sys_enter_getppid if common_pid > 0",
+        "-e",
+        "syscalls:sys_enter_getppid",
+        "-o",
+        f.to_str().unwrap(),
+        "--",
+    ];
+    let cmd = helper_cmd(20);
+    args.extend(cmd.iter().map(String::as_str));
+    let out = tp(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(inst.triggers(&ev).unwrap(), Vec::<String>::new(), "trigger left behind");
+    assert!(!inst.option("userstacktrace").unwrap(), "userstacktrace left on");
+    let rep = tp(&["report", "-i", f.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&rep.stdout);
+    let stacks = tp_kernel_stacks(&text);
+    let calls = text.lines().filter(|l| l.ends_with("sys_getppid()")).count();
+    assert!(calls >= 20, "{calls} calls");
+    assert_eq!(stacks.len(), calls, "one triggered stack per call");
+    // A filter the kernel refuses is an error naming it, and nothing is left set.
+    let bad = tp(&[
+        "record",
+        "-B",
+        inst.name(),
+        "--stack-trigger",
+        "syscalls:sys_enter_getppid if no_such_field > 0",
+        "-e",
+        "syscalls:sys_enter_getppid",
+        "-o",
+        f.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(err.contains("rejected trigger") && err.contains("no_such_field"), "{err}");
+    assert_eq!(inst.triggers(&ev).unwrap(), Vec::<String>::new());
+}

@@ -23,6 +23,9 @@ pub enum Error {
     NoSuchEvent { glob: String },
     /// The kernel rejected a filter; `message` is what its `error_log` said.
     Filter { event: String, filter: String, message: String },
+    /// The kernel rejected an event trigger (`stacktrace if ...`); `message` is what its
+    /// `error_log` said.
+    Trigger { event: String, trigger: String, message: String },
     /// The kernel rejected a probe definition; `message` is its `error_log` entry (with the
     /// caret under the offending word).
     Probe { definition: String, message: String },
@@ -83,6 +86,13 @@ impl fmt::Display for Error {
             }
             Error::Filter { event, filter, message } => {
                 write!(f, "the kernel rejected filter {filter:?} for {event}")?;
+                if !message.is_empty() {
+                    write!(f, ":\n{message}")?;
+                }
+                Ok(())
+            }
+            Error::Trigger { event, trigger, message } => {
+                write!(f, "the kernel rejected trigger {trigger:?} for {event}")?;
                 if !message.is_empty() {
                     write!(f, ":\n{message}")?;
                 }

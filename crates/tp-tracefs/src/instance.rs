@@ -191,6 +191,30 @@ impl Instance {
         }
     }
 
+    /// Add a trigger to an event (`events/SYS/NAME/trigger`), in the kernel's syntax:
+    /// `stacktrace`, `stacktrace if prev_state == 2`. When the kernel rejects it, the error
+    /// carries its `error_log` message. On a buffer tp does not own, the triggers it added
+    /// are removed on drop (`!COMMAND`).
+    pub fn add_trigger(&self, ev: &EventId, trigger: &str) -> Result<()> {
+        match self.write(&self.event_file(ev, "trigger"), trigger) {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.errno(), Some(libc::EINVAL | libc::ENOENT | libc::EEXIST)) => {
+                let mut message = self.last_error_log().unwrap_or_default();
+                if e.errno() == Some(libc::EEXIST) {
+                    message = "the event already has a trigger of this kind".to_string();
+                }
+                Err(Error::Trigger { event: ev.to_string(), trigger: trigger.to_string(), message })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The triggers set on an event, one per line as the kernel lists them
+    /// (`stacktrace:unlimited if common_pid > 0`).
+    pub fn triggers(&self, ev: &EventId) -> Result<Vec<String>> {
+        Ok(trigger_lines(&self.read(&self.event_file(ev, "trigger"))?))
+    }
+
     /// Remove an event's filter.
     pub fn clear_filter(&self, ev: &EventId) -> Result<()> {
         self.write(&self.event_file(ev, "filter"), "0")
@@ -386,6 +410,18 @@ fn restore_file(p: &Path, old: &str) -> Result<()> {
                 old.trim().to_string()
             }
         }
+        "trigger" => {
+            // Triggers are added one per write and removed by `!COMMAND`: remove those
+            // not there before.
+            let before = trigger_lines(old);
+            for t in trigger_lines(&sys::read_string(p)?) {
+                if !before.contains(&t) {
+                    let cmd = t.split([':', ' ']).next().unwrap_or("");
+                    sys::write_file(p, format!("!{cmd}").as_bytes())?;
+                }
+            }
+            return Ok(());
+        }
         "set_event" => {
             // Clear, then append each original line.
             sys::write_file(p, b"")?;
@@ -431,6 +467,15 @@ fn rmdir_retry(dir: &Path) -> Result<()> {
             Err(e) => return Err(Error::sys("rmdir", dir, e)),
         }
     }
+}
+
+/// The triggers of a `trigger` file's text (its `#` lines list the available ones).
+fn trigger_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
 }
 
 /// The last entry of an `error_log` text: from its last `[timestamp]` line to the end.

@@ -136,6 +136,8 @@ pub struct Settings<'a> {
     pub clock: &'a str,
     /// `-B NAME`: an existing instance instead of a private one.
     pub instance: Option<&'a str>,
+    /// `-T`, `-U`, `--stack-trigger`.
+    pub stacks: &'a super::stacks::StackOpts,
 }
 
 /// Find tracefs, remove stale instances (saying so), create/open the buffer and configure it.
@@ -187,6 +189,7 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
             bail!("instance {} has no events enabled and none were given with -e", inst.name());
         }
     }
+    super::stacks::apply(&tfs, &inst, &events, s.stacks)?;
     let mut traced_pids = Vec::new();
     let mut child = None;
     match &s.target {
