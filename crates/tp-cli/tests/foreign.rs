@@ -379,6 +379,7 @@ fn write(m: &Machine) -> PathBuf {
         page_size: m.page_size,
         big_endian: m.big_endian,
         long_size: m.long as u8,
+        ..WriterOptions::default()
     };
     let dir = match std::env::var_os("TP_FOREIGN_DIR") {
         Some(d) => PathBuf::from(d),

@@ -111,6 +111,7 @@ fn reads_trace_cmd_v6() {
 
 mod writer {
     use super::*;
+    use std::io::Read as _;
     use tp_format::tracedat::{BufferPages, CpuPages, Metadata, Writer, WriterOptions};
 
     /// Metadata of a file, as the writer takes it (formats regenerated from the parsed ones).
@@ -202,6 +203,51 @@ mod writer {
     #[test]
     fn round_trips_v6() {
         round_trip(6, Compression::None);
+    }
+
+    /// Chunks compressed by the caller (as tp's recorder does while it records, of any
+    /// number of pages and at any zstd level) are copied as they are: the file reads back
+    /// the same events, and has exactly those chunks.
+    #[test]
+    fn precompressed_chunks_are_copied() {
+        let src = TraceDat::open(Cursor::new(read("v7-zstd.dat"))).unwrap();
+        let mut bufs = data_buffer(&src);
+        let mut chunk_bytes = 0;
+        for c in &mut bufs[0].cpus {
+            let mut pages = Vec::new();
+            c.pages.read_to_end(&mut pages).unwrap();
+            let mut chunks = Vec::new();
+            for (i, run) in pages.chunks(3 * 4096).enumerate() {
+                let z = zstd::bulk::compress(run, if i % 2 == 0 { -5 } else { 1 }).unwrap();
+                chunks.extend_from_slice(&(z.len() as u32).to_le_bytes());
+                chunks.extend_from_slice(&(run.len() as u32).to_le_bytes());
+                chunks.extend_from_slice(&z);
+            }
+            chunk_bytes += chunks.len();
+            c.pages = Box::new(Cursor::new(chunks));
+        }
+        let opts = WriterOptions {
+            compression: Compression::Zstd,
+            precompressed: true,
+            ..WriterOptions::default()
+        };
+        let mut out = Cursor::new(Vec::new());
+        Writer::new(opts).write(&mut out, &metadata_of(&src), bufs).unwrap();
+        let bytes = out.into_inner();
+        let dat = TraceDat::open(Cursor::new(bytes)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(decode(&dat), expected_events());
+        let idx = dat.buffers().iter().position(|b| !b.cpus.is_empty()).unwrap();
+        // Per CPU: the chunk count (4 bytes, outside the stated size) then the chunks.
+        let stored: u64 = dat.buffers()[idx].cpus.iter().map(|c| c.size).sum();
+        assert_eq!(stored, chunk_bytes as u64);
+
+        // A stream cut inside a chunk is an error, not a short file.
+        let mut bufs = data_buffer(&src);
+        bufs[0].cpus[0].pages = Box::new(Cursor::new(vec![9, 0, 0, 0, 0, 16, 0, 0, 1, 2]));
+        let err = Writer::new(opts)
+            .write(&mut Cursor::new(Vec::new()), &metadata_of(&src), bufs)
+            .unwrap_err();
+        assert!(err.to_string().contains("cut short"), "{err}");
     }
 
     /// saved_tgids travel in tp's own option; trace-cmd still reads the file.

@@ -5,9 +5,10 @@
 //! bracket of several tries) at start and again over longer windows from the recorder's
 //! background thread ([`recalibrate`]); a seqlock publishes each new conversion, which live
 //! readers (probes, the text sink) use. The recorder stores raw TSC readings in its pages,
-//! takes a calibration point every second while it records (`Anchors`), and converts the
-//! pages when it writes the file, piecewise linearly between points: the kernel adjusts
-//! CLOCK_MONOTONIC's rate (NTP), and one average rate over hours would drift from it.
+//! takes a calibration point every second while it records (`Anchors`), and its background
+//! thread converts each page as it takes it from a thread's buffer, with the rate of the
+//! latest two points (before it compresses the page): the kernel adjusts CLOCK_MONOTONIC's
+//! rate (NTP), and one average rate over hours would drift from it.
 //! Without a usable TSC (not x86_64, or `TP_CLOCK=gettime`) it falls back to
 //! `clock_gettime`.
 
@@ -155,14 +156,19 @@ fn convert(tsc: u64) -> u64 {
     apply(tsc, params())
 }
 
-/// Calibration points (raw, ns) taken over a recording, to convert its raw readings
-/// afterwards ([`Anchors::converter`]).
+/// Calibration points (raw, ns) taken over a recording, to convert its raw readings with
+/// ([`Anchors::conversion`]).
 #[derive(Debug, Default)]
 pub(crate) struct Anchors {
     points: Vec<(u64, u64)>,
 }
 
 impl Anchors {
+    #[cfg(test)]
+    pub fn with_points(points: Vec<(u64, u64)>) -> Anchors {
+        Anchors { points }
+    }
+
     /// Take a point now (nothing to take when raw readings are already ns).
     pub fn add(&mut self) {
         if USE_TSC.load(Ordering::Acquire) {
@@ -170,11 +176,12 @@ impl Anchors {
         }
     }
 
-    /// The conversion: piecewise linear between the points, extended past the first and
-    /// last with their segments' rates. Readings of one stream come in increasing order,
-    /// which keeps finding the segment O(1). Never maps a difference of `d` raw units to
-    /// more than `d` ns (points that would are dropped), so deltas stay where they were.
-    pub fn converter(&self) -> impl Fn(u64) -> u64 + '_ {
+    /// The conversion as of the points taken so far: piecewise linear between them,
+    /// extended past the first and last with their segments' rates (so readings after the
+    /// last point are extrapolated with the latest rate). Never maps a difference of `d` raw
+    /// units to more than `d` ns (points that would are dropped), so deltas stay where they
+    /// were.
+    pub fn conversion(&self) -> Conversion {
         let mut pts: Vec<(u64, u64)> = Vec::with_capacity(self.points.len());
         for &(t, n) in &self.points {
             match pts.last() {
@@ -182,28 +189,57 @@ impl Anchors {
                 _ => pts.push((t, n)),
             }
         }
+        // ns per raw unit of each segment, 32.32 fixed point (<= 1.0: n - n0 <= t - t0),
+        // rounded down so that times only step up where one segment meets the next.
+        let mut segs: Vec<(u64, u64, u64)> = pts
+            .windows(2)
+            .map(|w| {
+                let ((t0, n0), (t1, n1)) = (w[0], w[1]);
+                (t0, n0, ((((n1 - n0) as u128) << 32) / (t1 - t0) as u128) as u64)
+            })
+            .collect();
+        if let (Some(&(t, n)), Some(&(_, _, m))) = (pts.last(), segs.last()) {
+            segs.push((t, n, m));
+        }
         // Fewer than two points: the current published conversion.
-        let live = (pts.len() < 2 && USE_TSC.load(Ordering::Acquire)).then(params);
-        let seg = std::cell::Cell::new(0usize);
-        move |raw| {
-            if let Some(p) = live {
-                return apply(raw, p);
-            }
-            if pts.len() < 2 {
-                return raw;
-            }
-            let mut i = seg.get();
-            while i + 2 < pts.len() && raw >= pts[i + 1].0 {
-                i += 1;
-            }
-            while i > 0 && raw < pts[i].0 {
-                i -= 1;
-            }
-            seg.set(i);
-            let ((t0, n0), (t1, n1)) = (pts[i], pts[i + 1]);
-            let d = raw as i128 - t0 as i128;
-            let ns = n0 as i128 + d * (n1 - n0) as i128 / (t1 - t0) as i128;
-            ns.clamp(0, u64::MAX as i128) as u64
+        let live = (segs.is_empty() && USE_TSC.load(Ordering::Acquire)).then(params);
+        Conversion { segs, live, seg: std::cell::Cell::new(0) }
+    }
+}
+
+/// Raw readings to CLOCK_MONOTONIC ns, from [`Anchors::conversion`].
+#[derive(Debug)]
+pub(crate) struct Conversion {
+    /// Per segment: its first raw reading, its ns, and its rate (see `conversion`).
+    segs: Vec<(u64, u64, u64)>,
+    /// Without segments: the published conversion, or none (readings are ns already).
+    live: Option<(u64, u64, u64)>,
+    /// The segment of the last reading: one stream's readings come in increasing order,
+    /// which keeps finding the segment O(1).
+    seg: std::cell::Cell<usize>,
+}
+
+impl Conversion {
+    /// `raw` in ns.
+    #[inline]
+    pub fn ns(&self, raw: u64) -> u64 {
+        if self.segs.is_empty() {
+            return self.live.map_or(raw, |p| apply(raw, p));
+        }
+        let mut i = self.seg.get().min(self.segs.len() - 1);
+        while i + 1 < self.segs.len() && raw >= self.segs[i + 1].0 {
+            i += 1;
+        }
+        while i > 0 && raw < self.segs[i].0 {
+            i -= 1;
+        }
+        self.seg.set(i);
+        let (t0, n0, m) = self.segs[i];
+        let off = |d: u64| ((d as u128 * m as u128) >> 32) as u64;
+        if raw >= t0 {
+            n0.saturating_add(off(raw - t0))
+        } else {
+            n0.saturating_sub(off(t0 - raw))
         }
     }
 }
@@ -257,7 +293,8 @@ mod tests {
         // Two segments at different rates (0.5 then 0.25 ns per tick), plus a bad point (ns
         // going back) that must be dropped.
         let a = Anchors { points: vec![(1000, 100), (3000, 1100), (2500, 1200), (7000, 2100)] };
-        let f = a.converter();
+        let c = a.conversion();
+        let f = |raw| c.ns(raw);
         assert_eq!(f(1000), 100);
         assert_eq!(f(2000), 600);
         assert_eq!(f(3000), 1100);

@@ -70,17 +70,19 @@
 //!   shared write, no call and no allocation per event in the common case (see
 //!   `examples/overhead.rs` and `bench/tracepoint-overhead.sh`). The producer's state, the
 //!   page counters it publishes and the background thread's position sit on separate cache
-//!   lines, and the background thread takes pages in batches. Pages hold raw TSC readings,
-//!   converted to CLOCK_MONOTONIC ns when the file is written, piecewise between calibration
-//!   points taken every second.
-//! - The background thread writes about 28 bytes per such event to the spool file. Writing
-//!   into the page cache runs at about 2 GB/s per core here, just under what one thread
-//!   firing back to back produces (~2.2 GB/s), so a burst longer than the buffer drops the
-//!   excess; `bench/recorder-sustained.sh` measured no loss up to 20-30 million events/s
-//!   per thread sustained (LTTng-UST can fire at most ~7.7 million/s here). Dropped events
-//!   are counted (stats `dropped events:` per stream, and the kernel's missed-events flags
-//!   in the page headers). With every core busy firing events, the background thread gets
-//!   no CPU and most of a long burst is dropped.
+//!   lines, and the background thread takes pages in batches. Pages hold raw TSC readings;
+//!   the background thread converts each page it takes to CLOCK_MONOTONIC ns (with the rate
+//!   between its latest calibration points, taken every second) and compresses it.
+//! - Such an event takes about 28 bytes of page. The background thread compresses pages with
+//!   zstd at level -1 in chunks of 64 pages, as trace.dat v7 stores them (about 6x smaller
+//!   for the benchmark event, and the file is assembled by copying the chunks); the level
+//!   was chosen with `examples/codec.rs`, see the README. `Compression::None` (or
+//!   `TP_COMPRESS=none`) writes pages as they are. A thread that fires faster than the
+//!   background thread can take its pages for longer than its buffer lasts drops the
+//!   excess; `bench/recorder-sustained.sh` measures loss at sustained rates, against
+//!   LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and the
+//!   kernel's missed-events flags in the page headers). With every core busy firing events,
+//!   the background thread gets no CPU and most of a long burst is dropped.
 //! - A probe that never returns blocks every later unregister (read-copy-update waits for
 //!   it). Events fired from other thread-local destructors after tp's own thread context is
 //!   gone are not seen. After `fork`, the child does not record.
@@ -123,7 +125,8 @@ pub struct EnvGuard {
 
 /// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder;
 /// `%p` in the path becomes the process id, so that several processes of one run, e.g. under
-/// `tp record -- COMMAND`, write separate files),
+/// `tp record -- COMMAND`, write separate files; `TP_COMPRESS=none|zstd|zlib` its file's
+/// compression, default zstd),
 /// `TP_TEXT=stderr|PATH` (start the text sink). With `TP_LIST_FORMATS=PATH` (`-` for
 /// stdout) it writes [`formats_text`] there and exits the process: how a tool lists a
 /// program's tracepoints without knowing anything else about it.
@@ -140,7 +143,16 @@ pub fn init_from_env() -> Result<EnvGuard, RecordError> {
     }
     let mut g = EnvGuard::default();
     if let Some(p) = std::env::var_os("TP_RECORD") {
-        g.recorder = Some(Recorder::start(expand_pid(&p))?);
+        let mut b = Recorder::builder(expand_pid(&p));
+        if let Ok(c) = std::env::var("TP_COMPRESS") {
+            let c = recorder::Compression::from_name(&c).ok_or(RecordError::BadSetting {
+                name: "TP_COMPRESS",
+                value: c,
+                expected: "none, zstd or zlib",
+            })?;
+            b = b.compression(c);
+        }
+        g.recorder = Some(b.start()?);
     }
     match std::env::var("TP_TEXT").as_deref() {
         Ok("stderr") | Ok("1") => g.text = Some(TextSink::stderr()),

@@ -4,15 +4,56 @@
 //! stream a `stats` text whose `dropped events:` line is the count of events lost because the
 //! thread's buffer was full (pages also carry it in their commit words, as the kernel's do).
 //!
-//! The spooled pages hold raw clock readings; they are converted to CLOCK_MONOTONIC ns here,
-//! while they are copied into the file, with the calibration points taken over the recording
-//! (`clock::Anchors`: piecewise linear, so times stay monotonic within each stream).
+//! The background thread spools each stream's pages with their timestamps already in ns,
+//! either as they are or compressed into the chunks trace.dat v7 stores ([`Chunker`]); the
+//! file is assembled by copying them.
 
-use crate::ring::{convert_page, PAGE_SIZE};
+use crate::ring::PAGE_SIZE;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use tp_format::tracedat::{BufferPages, Compression, CpuPages, Metadata, Writer, WriterOptions};
+
+/// zstd level of the recorder's chunks. Negative levels are zstd's fast modes. Chosen with
+/// `examples/codec.rs` (pages of the three-integer benchmark event, one core): see the
+/// README's numbers.
+pub(crate) const ZSTD_LEVEL: i32 = -1;
+/// Pages per compressed chunk (at most): bigger chunks compress a little better, and a
+/// reader decompresses a whole chunk to read any page of it.
+pub(crate) const CHUNK_PAGES: usize = 64;
+
+/// Compresses runs of pages into trace.dat v7's compressed chunks: per chunk a u32
+/// compressed size, a u32 size (whole pages), then a zstd frame.
+pub(crate) struct Chunker {
+    z: zstd::bulk::Compressor<'static>,
+    out: Vec<u8>,
+}
+
+impl Chunker {
+    pub fn new() -> std::io::Result<Chunker> {
+        Chunker::with_level(ZSTD_LEVEL)
+    }
+
+    pub fn with_level(level: i32) -> std::io::Result<Chunker> {
+        Ok(Chunker { z: zstd::bulk::Compressor::new(level)?, out: Vec::new() })
+    }
+
+    /// The chunks of `pages` (a run of whole pages), valid until the next call.
+    pub fn chunks(&mut self, pages: &[u8]) -> std::io::Result<&[u8]> {
+        let mut pos = 0;
+        for run in pages.chunks(CHUNK_PAGES * PAGE_SIZE) {
+            let need = pos + 8 + zstd::zstd_safe::compress_bound(run.len());
+            if self.out.len() < need {
+                self.out.resize(need, 0);
+            }
+            let n = self.z.compress_to_buffer(run, &mut self.out[pos + 8..need])?;
+            self.out[pos..pos + 4].copy_from_slice(&(n as u32).to_le_bytes());
+            self.out[pos + 4..pos + 8].copy_from_slice(&(run.len() as u32).to_le_bytes());
+            pos += 8 + n;
+        }
+        Ok(&self.out[..pos])
+    }
+}
 
 /// What a finished recording wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +68,8 @@ pub struct Stats {
     pub pages: u64,
     /// Streams (threads) in the file.
     pub streams: usize,
+    /// Bytes of the file.
+    pub bytes: u64,
 }
 
 /// Errors of the recorder: what failed and on which path.
@@ -37,12 +80,17 @@ pub enum RecordError {
     AlreadyRecording,
     /// Creating, writing or renaming a file failed.
     Io { path: PathBuf, op: &'static str, source: std::io::Error },
+    /// An environment setting has a value it can't take.
+    BadSetting { name: &'static str, value: String, expected: &'static str },
 }
 
 impl std::fmt::Display for RecordError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RecordError::AlreadyRecording => write!(f, "a tp recording is already running"),
+            RecordError::BadSetting { name, value, expected } => {
+                write!(f, "{name}={value:?}: expected {expected}")
+            }
             RecordError::Io { path, op, source } => {
                 write!(f, "{op} {}: {source}", path.display())
             }
@@ -73,6 +121,8 @@ pub(crate) struct Stream {
     pub tid: i32,
     pub comm: String,
     pub lost: u64,
+    /// The stream's latest timestamp, in ns: the next page's times start no earlier.
+    pub last_ns: u64,
 }
 
 /// The trace.dat metadata for this process's tracepoints and `streams`.
@@ -112,11 +162,12 @@ pub(crate) fn metadata(streams: &[Stream]) -> Metadata {
     }
 }
 
-/// A finished recording's spool: its directory, streams and clock calibration points.
+/// A finished recording's spool: its directory and streams.
 pub(crate) struct Spooled {
     pub dir: PathBuf,
     pub streams: Vec<Stream>,
-    pub anchors: crate::clock::Anchors,
+    /// The spool files hold zstd chunks ([`Chunker`]), else whole pages.
+    pub chunked: bool,
 }
 
 pub(crate) fn write(
@@ -124,7 +175,7 @@ pub(crate) fn write(
     compression: Compression,
     spooled: Result<Spooled, RecordError>,
 ) -> Result<Stats, RecordError> {
-    let Spooled { dir, streams, anchors } = spooled?;
+    let Spooled { dir, streams, chunked } = spooled?;
     let err = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |source| RecordError::Io { path: p, op, source }
@@ -133,7 +184,7 @@ pub(crate) fn write(
     let mut cpus = Vec::new();
     for (i, s) in streams.iter().enumerate() {
         let f = File::open(&s.spool).map_err(err("open", &s.spool))?;
-        let pages = NsPages::new(BufReader::with_capacity(1 << 20, f), anchors.converter());
+        let pages = BufReader::with_capacity(1 << 20, f);
         cpus.push(CpuPages { cpu: i as u32, pages: Box::new(pages) });
     }
     let tmp = {
@@ -145,8 +196,14 @@ pub(crate) fn write(
         1 << 20,
         File::create(&tmp).map_err(err("create", &tmp))?,
     );
-    let opts = WriterOptions { version: 7, compression, ..WriterOptions::default() };
-    Writer::new(opts)
+    let compression = if chunked { Compression::Zstd } else { compression };
+    let opts = WriterOptions {
+        version: 7,
+        compression,
+        precompressed: chunked,
+        ..WriterOptions::default()
+    };
+    let written = Writer::new(opts)
         .write(&mut out, &meta, vec![BufferPages { name: String::new(), cpus }])
         .map_err(|e| RecordError::Io {
             path: tmp.clone(),
@@ -162,43 +219,6 @@ pub(crate) fn write(
         lost: streams.iter().map(|s| s.lost).sum(),
         pages: streams.iter().map(|s| s.pages).sum(),
         streams: streams.len(),
+        bytes: written.bytes,
     })
-}
-
-/// Reads whole pages of raw timestamps and hands them out with ns timestamps.
-struct NsPages<R, F> {
-    inner: R,
-    page: Box<[u8; PAGE_SIZE]>,
-    /// Bytes of `page` already handed out.
-    pos: usize,
-    last_ns: u64,
-    to_ns: F,
-}
-
-impl<R: Read, F: Fn(u64) -> u64> NsPages<R, F> {
-    fn new(inner: R, to_ns: F) -> Self {
-        NsPages { inner, page: Box::new([0; PAGE_SIZE]), pos: PAGE_SIZE, last_ns: 0, to_ns }
-    }
-}
-
-impl<R: Read, F: Fn(u64) -> u64> Read for NsPages<R, F> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.pos == PAGE_SIZE {
-            // The spool holds whole pages: EOF is only allowed between them.
-            let mut got = 0;
-            while got < PAGE_SIZE {
-                match self.inner.read(&mut self.page[got..])? {
-                    0 if got == 0 => return Ok(0),
-                    0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                    n => got += n,
-                }
-            }
-            convert_page(&mut self.page[..], &mut self.last_ns, &self.to_ns);
-            self.pos = 0;
-        }
-        let n = buf.len().min(PAGE_SIZE - self.pos);
-        buf[..n].copy_from_slice(&self.page[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
 }

@@ -97,6 +97,11 @@ pub struct WriterOptions {
     pub big_endian: bool,
     /// User space `sizeof(long)`.
     pub long_size: u8,
+    /// v7 with compression only: each CPU's `pages` is already the stream of compressed
+    /// chunks the format stores (per chunk: u32 compressed size, u32 size, then the data in
+    /// `compression`'s codec, of whole pages), copied as it is. tp's in-process recorder
+    /// compresses while it records, so its file is assembled without recompressing.
+    pub precompressed: bool,
 }
 
 impl Default for WriterOptions {
@@ -107,6 +112,7 @@ impl Default for WriterOptions {
             page_size: 4096,
             big_endian: false,
             long_size: 8,
+            precompressed: false,
         }
     }
 }
@@ -392,17 +398,25 @@ impl Writer {
                     out.u32(0)?;
                     let mut chunks = 0u32;
                     loop {
-                        let n = read_pages(&mut c.pages, &mut chunk, page, start)?;
-                        if n == 0 {
-                            break;
-                        }
-                        pages += (n / page) as u64;
-                        let z = comp
-                            .compress(&chunk[..n])
-                            .map_err(|e| Error::io(out.pos, "compressing", e))?;
-                        out.u32(z.len() as u32)?;
-                        out.u32(n as u32)?;
-                        out.bytes(&z)?;
+                        let n = if self.opts.precompressed {
+                            match copy_chunk(out, &mut c.pages, page, start)? {
+                                Some(n) => n,
+                                None => break,
+                            }
+                        } else {
+                            let n = read_pages(&mut c.pages, &mut chunk, page, start)?;
+                            if n == 0 {
+                                break;
+                            }
+                            let z = comp
+                                .compress(&chunk[..n])
+                                .map_err(|e| Error::io(out.pos, "compressing", e))?;
+                            out.u32(z.len() as u32)?;
+                            out.u32(n as u32)?;
+                            out.bytes(&z)?;
+                            (n / page) as u64
+                        };
+                        pages += n;
                         chunks += 1;
                     }
                     out.patch_u32(count_at, chunks)?;
@@ -551,8 +565,53 @@ impl Writer {
     }
 }
 
-/// Fill `buf` with whole pages from `r`; returns bytes read (a multiple of `page`; a short
-/// last page is padded with zeros).
+/// Copy one compressed chunk (header and data) from `r` to `out`; returns its pages, or
+/// `None` at the end of `r`.
+fn copy_chunk<W: Write + Seek>(
+    out: &mut Out<'_, W>,
+    r: &mut dyn Read,
+    page: usize,
+    start: u64,
+) -> Result<Option<u64>, Error> {
+    let mut hdr = [0u8; 8];
+    let got = read_full(r, &mut hdr, start)?;
+    if got == 0 {
+        return Ok(None);
+    }
+    let bad = |m: String| Error::invalid(start, "precompressed CPU data", m);
+    if got < hdr.len() {
+        return Err(bad(format!("chunk header cut short after {got} bytes")));
+    }
+    let num = |b: [u8; 4]| if out.be { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) };
+    let zsize = num(hdr[..4].try_into().expect("4 bytes"));
+    let size = num(hdr[4..].try_into().expect("4 bytes")) as usize;
+    if size == 0 || size % page != 0 {
+        return Err(bad(format!("chunk of {size} bytes is not whole pages")));
+    }
+    out.bytes(&hdr)?;
+    let n = std::io::copy(&mut r.take(zsize as u64), out.w)
+        .map_err(|e| Error::io(start, "reading CPU chunks", e))?;
+    out.pos += n;
+    if n != zsize as u64 {
+        return Err(bad(format!("chunk of {zsize} bytes cut short after {n}")));
+    }
+    Ok(Some((size / page) as u64))
+}
+
+/// Read until `buf` is full or `r` ends; returns the bytes read.
+fn read_full(r: &mut dyn Read, buf: &mut [u8], at: u64) -> Result<usize, Error> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(at, "reading CPU pages", e)),
+        }
+    }
+    Ok(n)
+}
+
 /// Copy one CPU's pages to `out` as they are; returns how many pages.
 fn copy_pages<W: Write + Seek>(
     out: &mut Out<'_, W>,
@@ -572,16 +631,10 @@ fn copy_pages<W: Write + Seek>(
     }
 }
 
+/// Fill `buf` with whole pages from `r`; returns bytes read (a multiple of `page`; a short
+/// last page is padded with zeros).
 fn read_pages(r: &mut dyn Read, buf: &mut [u8], page: usize, at: u64) -> Result<usize, Error> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(at, "reading CPU pages", e)),
-        }
-    }
+    let n = read_full(r, buf, at)?;
     let whole = n.div_ceil(page) * page;
     buf[n..whole].fill(0);
     Ok(whole)

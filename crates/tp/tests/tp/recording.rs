@@ -267,3 +267,91 @@ fn one_thread_records_twice() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The file is the same recording whether the background thread compressed the pages
+/// (zstd chunks, the default) or not (`Compression::None`): every event, in order, read by
+/// tp and by trace-cmd, the compressed file several times smaller.
+#[test]
+fn zstd_and_uncompressed_files_hold_every_event() {
+    use tp::recorder::Compression;
+    let _g = crate::global();
+    let dir = crate::temp_dir("compress");
+    let n = 100_000u64;
+    let mut sizes = Vec::new();
+    for comp in [Compression::Zstd, Compression::None] {
+        let path = dir.join(format!("{}.dat", comp.name()));
+        let rec = tp::Recorder::builder(&path).pages_per_thread(2048).compression(comp).start();
+        let rec = rec.unwrap();
+        for i in 0..n {
+            trace_ev3(i as i32, 7, i as i64 * 3);
+        }
+        let stats = rec.stop().unwrap();
+        assert_eq!((stats.events, stats.lost), (n, 0), "{comp:?}");
+        assert_eq!(stats.bytes, std::fs::metadata(&path).unwrap().len());
+        sizes.push(stats.bytes);
+        let r = read(&path);
+        assert_eq!(r.records.len() as u64, n, "{comp:?}");
+        for (i, (_, _, rec)) in r.records.iter().enumerate() {
+            let a = i32::from_le_bytes(rec[8..12].try_into().unwrap());
+            let c = i64::from_le_bytes(rec[16..24].try_into().unwrap());
+            assert_eq!((a, c), (i as i32, i as i64 * 3), "{comp:?}");
+        }
+        if std::process::Command::new("trace-cmd").arg("--version").output().is_err() {
+            eprintln!("trace-cmd not installed (Debian package trace-cmd): not comparing");
+            continue;
+        }
+        let out = std::process::Command::new("trace-cmd").arg("report").arg(&path).output();
+        let out = out.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{comp:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let bodies: Vec<&str> =
+            text.lines().filter_map(|l| l.split_once("ev3: ")).map(|b| b.1.trim_start()).collect();
+        assert_eq!(bodies.len() as u64, n, "{comp:?}");
+        assert_eq!(bodies[0], "a=0 b=7 c=0");
+        assert_eq!(bodies[n as usize - 1], format!("a={} b=7 c={}", n - 1, (n - 1) * 3));
+    }
+    assert!(sizes[0] * 3 < sizes[1], "zstd {} bytes, none {} bytes", sizes[0], sizes[1]);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `TP_COMPRESS` picks the compression; a value it can't take is an error that says so.
+#[test]
+fn tp_compress_setting() {
+    if crate::is_child("recording::tp_compress_setting") {
+        let g = tp::init_from_env();
+        match std::env::var("TP_COMPRESS").as_deref() {
+            Ok("lz5") => {
+                let e = g.unwrap_err().to_string();
+                assert_eq!(e, "TP_COMPRESS=\"lz5\": expected none, zstd or zlib");
+            }
+            _ => {
+                trace_ev3(1, 2, 3);
+                drop(g.unwrap());
+            }
+        }
+        return;
+    }
+    let dir = crate::temp_dir("tp-compress");
+    for (value, want) in [("none", "none"), ("zlib", "zlib"), ("zstd", "zstd"), ("lz5", "")] {
+        let path = dir.join(format!("{value}.dat"));
+        let out = crate::run_child(
+            "recording::tp_compress_setting",
+            &[
+                ("TP_COMPRESS", value),
+                ("TP_RECORD", path.to_str().unwrap()),
+                ("TP_EVENTS", "*:ev3"),
+            ],
+        );
+        assert!(out.status.success(), "{value}: {}", String::from_utf8_lossy(&out.stdout));
+        if want.is_empty() {
+            assert!(!path.exists());
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        // The v7 header names the compression after the magic, version and sizes.
+        let head = String::from_utf8_lossy(&bytes[..64]).to_string();
+        assert!(head.contains(&format!("\0{want}\0")), "{value}: {head:?}");
+        assert_eq!(read(&path).records.len(), 1, "{value}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
