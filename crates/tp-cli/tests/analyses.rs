@@ -639,3 +639,147 @@ fn perfetto_keeps_a_named_kernel_buffer_kernel() {
     assert_eq!(clock["primary"], 5, "{clock}");
     assert_eq!(clock["ftrace"], serde_json::json!([4]), "{clock}");
 }
+
+/// Page faults of known places: 64 written pages of an anonymous mapping, then reads of the
+/// 32 pages of a file (argv[1]) mapped read-only.
+const FAULTS_PROG: &str = r#"
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/mman.h>
+int main(int argc, char **argv) {
+    char *p = mmap(0, 64 << 12, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int i = 0; i < 64; i++) p[i << 12] = 1;
+    int fd = open(argv[1], O_RDONLY);
+    volatile char *q = mmap(0, 32 << 12, PROT_READ, MAP_PRIVATE, fd, 0);
+    int s = 0;
+    for (int i = 0; i < 32; i++) s += q[i << 12];
+    return s == -1;
+}
+"#;
+
+/// `tp faults -i perf.data` of perf_event_open's major-faults/minor-faults (every fault,
+/// with its address) against `perf script` on the same file: faults per task and event,
+/// per page, and per mapping, where the test looks each address up in the MMAP2 records
+/// perf script prints (the last mapping over an address is its own).
+#[test]
+fn faults_of_perf_data_equal_perf_scripts() {
+    require_tracefs();
+    let tmp = Tmp::new("perf-faults");
+    let src = tmp.path("f.c");
+    std::fs::write(&src, FAULTS_PROG).unwrap();
+    let exe = tmp.path("f");
+    run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
+    let data = tmp.path("data.bin");
+    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let file = tmp.path("f.data");
+    run(Command::new(TP)
+        .args(["record", "-q", "-e", "major-faults", "-e", "minor-faults", "--period", "1", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg(&data));
+    let v = json(&run(Command::new(TP)
+        .args(["faults", "--json", "--top", "1000000", "-i"])
+        .arg(&file)));
+    let script = run(Command::new("perf")
+        .args(["script", "--show-mmap-events", "-F", "pid,tid,event,addr", "-i"])
+        .arg(&file));
+    // pid -> (start, end, name) in file order; tid -> (major, minor); page -> faults;
+    // mapping -> faults.
+    let mut maps: HashMap<i64, Vec<(u64, u64, String)>> = HashMap::new();
+    let mut tasks: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+    let mut pages: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut mappings: BTreeMap<String, u64> = BTreeMap::new();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    for line in String::from_utf8_lossy(&script.stdout).lines() {
+        let (ids, rest) = line.trim_start().split_once(' ').unwrap();
+        let (pid, tid) = ids.split_once('/').unwrap();
+        let (pid, tid): (i64, i64) = (pid.parse().unwrap(), tid.parse().unwrap());
+        let rest = rest.trim_start();
+        if let Some(m) = rest.strip_prefix("PERF_RECORD_MMAP2 ") {
+            // `P/T: [0xSTART(0xLEN) @ ...]: rw-p NAME`
+            let (range, name) = m.split_once("]: ").unwrap();
+            let range = range.split_once('[').unwrap().1;
+            let (start, len) = range.split_once('(').unwrap();
+            let len = len.split_once(')').unwrap().0;
+            let name = name.split_once(' ').unwrap().1;
+            let (start, len) = (hex(start), hex(len));
+            maps.entry(pid).or_default().push((start, start + len, name.to_string()));
+        } else if rest.starts_with("PERF_RECORD_") {
+            // The kernel's map (MMAP, pid -1): no sample's address is in it.
+        } else if let Some((event, addr)) = rest.split_once(": ") {
+            let addr = hex(addr.trim());
+            let t = tasks.entry(tid).or_default();
+            match event {
+                "major-faults" => t.0 += 1,
+                "minor-faults" => t.1 += 1,
+                other => panic!("event {other:?} in {line:?}"),
+            }
+            *pages.entry(addr & !0xfff).or_default() += 1;
+            let found = maps.get(&pid).and_then(|m| {
+                m.iter().rev().find(|(s, e, _)| (*s..*e).contains(&addr)).map(|x| x.2.as_str())
+            });
+            let name = match found {
+                Some("//anon") => "[anon]",
+                Some(n) => n,
+                None if addr >= 1 << 63 => "[kernel]",
+                None => "[unknown]",
+            };
+            *mappings.entry(name.to_string()).or_default() += 1;
+        }
+    }
+    let got_tasks: BTreeMap<i64, (u64, u64)> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["pid"].as_i64().unwrap(),
+                (t["major"].as_u64().unwrap(), t["minor"].as_u64().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(got_tasks, tasks);
+    let got_pages: BTreeMap<u64, u64> = v["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["page"].as_u64().unwrap(), p["faults"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got_pages, pages);
+    let got_mappings: BTreeMap<String, u64> = v["mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["mapping"].as_str().unwrap().to_string(), m["faults"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got_mappings, mappings);
+    // The workload's own faults are there: 64 written anonymous pages, and the file's
+    // (the kernel maps up to 16 pages around each read fault, so fewer than 32 faults).
+    assert!(mappings["[anon]"] >= 64, "{mappings:?}");
+    assert!(mappings.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{mappings:?}");
+    assert_eq!(v["lost"]["events"], 0);
+}
+
+/// `tp faults -- CMD` records through perf_event_open: major/minor and the fault kinds of
+/// the same faults, and the mappings.
+#[test]
+fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
+    require_tracefs();
+    let tmp = Tmp::new("faults-cmd");
+    let src = tmp.path("f.c");
+    std::fs::write(&src, FAULTS_PROG).unwrap();
+    let exe = tmp.path("f");
+    run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
+    let data = tmp.path("data.bin");
+    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let v = json(&run(Command::new(TP).args(["faults", "--json", "--"]).arg(&exe).arg(&data)));
+    let t = &v["total"];
+    let n = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k} unknown: {v}"));
+    assert_eq!(n("faults"), n("major") + n("minor"), "{v}");
+    assert!(n("user") >= 64 && n("write") >= 64, "{v}");
+    let anon = v["mappings"].as_array().unwrap().iter().find(|m| m["mapping"] == "[anon]");
+    assert!(anon.is_some_and(|m| m["faults"].as_u64().unwrap() >= 64), "{v}");
+    let not = v["not_recorded"].as_array().unwrap();
+    assert!(!not.iter().any(|m| m.as_str().unwrap().starts_with("major")), "{v}");
+}

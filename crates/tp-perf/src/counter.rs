@@ -44,6 +44,9 @@ pub struct Sampling {
     pub clockid: Option<i32>,
     /// COMM/MMAP2/FORK/EXIT side records (put on one event of each ring).
     pub side_records: bool,
+    /// With the side records: data (non-executable) mappings too, e.g. to tell which file or
+    /// mapping a faulting address is in.
+    pub mmap_data: bool,
     /// Wake the reader after this many bytes are in the ring.
     pub watermark: u32,
 }
@@ -106,6 +109,7 @@ pub fn attr_for(ev: &Event, o: &CounterOptions) -> perf_event_attr {
             a.set_comm(1);
             a.set_comm_exec(1);
             a.set_task(1);
+            a.set_mmap_data(s.mmap_data as u64);
         }
         if s.watermark > 0 {
             a.set_watermark(1);
@@ -418,6 +422,7 @@ mod tests {
             freq: true,
             clockid: Some(libc::CLOCK_MONOTONIC),
             side_records: true,
+            mmap_data: false,
             watermark: 0,
         };
         let a = attr_for(&ev, &CounterOptions { sampling: Some(s), ..Default::default() });

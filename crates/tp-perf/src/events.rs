@@ -288,6 +288,18 @@ pub struct Event {
 }
 
 impl Event {
+    /// A software page-fault event (`page-faults`, `minor-faults`, `major-faults`): the
+    /// kernel gives its samples the faulting address (PERF_SAMPLE_ADDR).
+    pub fn is_page_fault(&self) -> bool {
+        self.type_ == b::PERF_TYPE_SOFTWARE
+            && [
+                b::PERF_COUNT_SW_PAGE_FAULTS,
+                b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+                b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+            ]
+            .contains(&(self.config as u32))
+    }
+
     /// A software/hardware/cache event needs no lookup.
     pub fn symbolic(name: &str) -> Result<Event> {
         let spec = parse(name)?;

@@ -30,6 +30,7 @@ fn ring_yields_one_sample_per_tracepoint_hit() {
         freq: false,
         clockid: Some(libc::CLOCK_MONOTONIC),
         side_records: false,
+        mmap_data: false,
         watermark: 0,
     };
     let o = CounterOptions { disabled: true, sampling: Some(sampling), ..Default::default() };
@@ -135,6 +136,7 @@ fn a_full_ring_counts_what_it_lost() {
         freq: false,
         clockid: None,
         side_records: false,
+        mmap_data: false,
         watermark: 0,
     };
     let o = CounterOptions { disabled: true, sampling: Some(sampling), ..Default::default() };

@@ -8,6 +8,7 @@
 //! (software events, stacks) can feed the same computations once tp reads perf.data.
 
 pub mod faults;
+pub mod maps;
 pub mod sched;
 pub mod syscalls;
 pub mod timeline;
@@ -78,6 +79,32 @@ fn parse_seconds(s: &str) -> Option<u64> {
     secs.checked_mul(1_000_000_000)?.checked_add(ns)
 }
 
+/// `--pid`/`--comm` decisions per task, by the task's name at each event; cached until a
+/// name changes.
+pub struct TaskFilter<'s> {
+    select: &'s Select,
+    cache: std::collections::HashMap<i32, bool>,
+    changes: u64,
+}
+
+impl<'s> TaskFilter<'s> {
+    pub fn new(select: &'s Select) -> TaskFilter<'s> {
+        TaskFilter { select, cache: Default::default(), changes: 0 }
+    }
+
+    /// Whether task `pid`, named as `names` has it now, is wanted.
+    pub fn wants(&mut self, pid: i32, names: &timeline::Names<'_>) -> bool {
+        if !self.select.filters_tasks() {
+            return true;
+        }
+        if names.changes != self.changes {
+            self.cache.clear();
+            self.changes = names.changes;
+        }
+        *self.cache.entry(pid).or_insert_with(|| self.select.wants_task(pid, names.comm(pid)))
+    }
+}
+
 impl Select {
     /// Whether the task `pid` named `comm` is wanted.
     pub fn wants_task(&self, pid: i32, comm: &str) -> bool {
@@ -91,8 +118,6 @@ impl Select {
     }
 }
 
-/// `-- CMD`: record what an analysis needs while CMD runs, into a temporary file that is
-/// removed afterwards. Returns the file's directory guard and the command's exit status.
 /// `tp ANALYSIS -- CMD`: when a command is given, record `events` of it into a temporary
 /// file and point `input` at it (the command is taken). Returns the directory, to keep until
 /// the analysis is done, and the command's exit status; `None` without a command.
@@ -104,13 +129,25 @@ pub fn record_given_command(
     if command.is_empty() {
         return Ok(None);
     }
-    let (dir, file, status) = record_command(events, &std::mem::take(command))?;
+    let (dir, file, status) = record_command(events, &[], "trace.dat", &std::mem::take(command))?;
     *input = file;
     Ok(Some((dir, status)))
 }
 
+/// Record `events` of `command` through perf_event_open, every event sampled (`--period
+/// 1`), into a temporary perf.data: returns its directory (keep it until the analysis is
+/// done), the file and the command's exit status.
+pub fn record_command_perf(
+    events: &[&str],
+    command: &[OsString],
+) -> anyhow::Result<(TempDir, PathBuf, i32)> {
+    record_command(events, &["--perf", "--period", "1"], "perf.data", command)
+}
+
 fn record_command(
     events: &[&str],
+    options: &[&str],
+    file: &str,
     command: &[OsString],
 ) -> anyhow::Result<(TempDir, PathBuf, i32)> {
     use clap::Parser;
@@ -120,9 +157,10 @@ fn record_command(
         args: crate::record::Args,
     }
     let dir = TempDir::new()?;
-    let out = dir.0.join("trace.dat");
+    let out = dir.0.join(file);
     let mut argv: Vec<OsString> = vec!["tp-record".into(), "-q".into(), "-o".into()];
     argv.push(out.clone().into());
+    argv.extend(options.iter().map(OsString::from));
     for e in events {
         argv.push("-e".into());
         argv.push((*e).into());

@@ -322,16 +322,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         },
         // Losses in other buffers (a Rust program's) say nothing about scheduling.
-        Ev::Lost { buffer, cpu, .. } => {
-            if sched_buffer.map_or(true, |b| b == buffer) {
-                stats.lost(cpu)
-            }
+        Ev::Lost { buffer, cpu, .. } if sched_buffer.map_or(true, |b| b == buffer) => {
+            stats.lost(cpu)
         }
+        _ => {}
     })?;
     // Names from the file where no event named the task.
     for (pid, t) in stats.tasks.iter_mut() {
         if t.comm.is_empty() {
-            t.comm = tl.comm(*pid).to_string();
+            t.comm = tl.comm(&cov, *pid).to_string();
         }
     }
     let wanted = |pid: i32, t: &Task| select.wants_task(pid, &t.comm);

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fmt::Write as _;
 
-use super::timeline::{Ev, IntField, Timeline};
+use super::timeline::{Coverage, Ev, IntField, Timeline};
 use super::{dur, json_str, Select};
 
 #[derive(clap::Args, Debug)]
@@ -233,17 +233,14 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     }
     let mut stats = Stats::default();
     let select = &args.select;
-    let filter = select.filters_tasks();
-    let mut wanted: HashMap<i32, bool> = HashMap::new();
+    let mut wanted = super::TaskFilter::new(select);
     let cov = tl.run(select, |ev| match ev {
         Ev::Event(e) => {
             let kind = kinds[e.id as usize];
             if matches!(kind, Kind::Other) {
                 return;
             }
-            if filter
-                && !*wanted.entry(e.pid).or_insert_with(|| select.wants_task(e.pid, tl.comm(e.pid)))
-            {
+            if !wanted.wants(e.pid, e.names) {
                 return;
             }
             match kind {
@@ -253,13 +250,14 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             }
         }
         Ev::Lost { buffer, cpu, .. } => stats.lost((buffer, cpu)),
+        _ => {}
     })?;
     stats.finish();
     let mut out = String::new();
     if args.select.json {
         write_json(&mut out, &stats, &tl, &cov, &missing);
     } else {
-        write_text(&mut out, &stats, &tl, args.top);
+        write_text(&mut out, &stats, &tl, &cov, args.top);
         if stats.began_before > 0 {
             let _ = writeln!(
                 out,
@@ -302,7 +300,7 @@ fn by_time(stats: &Stats) -> Vec<(&i64, &Call)> {
     v
 }
 
-fn write_text(out: &mut String, stats: &Stats, tl: &Timeline, top: usize) {
+fn write_text(out: &mut String, stats: &Stats, tl: &Timeline, cov: &Coverage, top: usize) {
     let total = stats.total();
     let _ = writeln!(
         out,
@@ -362,7 +360,7 @@ fn write_text(out: &mut String, stats: &Stats, tl: &Timeline, top: usize) {
                 dur(c.max_ns),
                 name(**nr),
                 super::secs(ts),
-                tl.comm(pid),
+                tl.comm(cov, pid),
                 pid
             );
         }
@@ -384,7 +382,7 @@ fn write_text(out: &mut String, stats: &Stats, tl: &Timeline, top: usize) {
             out,
             "  {:>8} {:<16} {:>9} {:>9} {:>12} {:>12}  {}",
             pid,
-            tl.comm(**pid),
+            tl.comm(cov, **pid),
             t.calls,
             t.errors,
             dur(t.total_ns),
@@ -435,7 +433,7 @@ fn write_json(
             out.push(',');
         }
         let _ = write!(out, "{{\"pid\":{pid},\"comm\":");
-        json_str(out, tl.comm(*pid));
+        json_str(out, tl.comm(cov, *pid));
         let _ = write!(
             out,
             ",\"calls\":{},\"errors\":{},\"timed\":{},\"total_ns\":{},\"max_ns\":{}}}",

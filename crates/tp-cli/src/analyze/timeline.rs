@@ -1,14 +1,29 @@
-//! The merged timeline an analysis reads: every flyrecord buffer of a trace.dat (the
-//! kernel's and each Rust program's), all CPUs merged by time with the same merger `tp
-//! report` uses ([`Records`]), timestamps adjusted as `tp report` prints them, cut to the
-//! `--from/--to` window. What the window lost (the pages' missed-events flags) and decoding
-//! errors are counted in [`Coverage`] and handed to the analysis, which drops what was in
-//! flight on that CPU rather than pairing across a gap.
+//! The merged timeline an analysis reads, from either door's file:
 //!
-//! Streaming: memory is the merger's few pages per CPU, whatever the file's size. On a
-//! terminal a progress bar shows the share of the file read (quiet otherwise).
+//! - a trace.dat: every flyrecord buffer (the kernel's and each Rust program's), all CPUs
+//!   merged by time with the same merger `tp report` uses ([`Records`]), timestamps adjusted
+//!   as `tp report` prints them;
+//! - a perf.data: its records sorted by time as perf sorts them. Tracepoint samples (their
+//!   raw bytes are the ftrace record) come out as the same [`Event`]s as a trace.dat's, so
+//!   every analysis reads them unchanged; other samples (software events such as
+//!   `major-faults`) and the task's mappings (MMAP/MMAP2) come out as [`Ev::Sample`] and
+//!   [`Ev::Mmap`].
+//!
+//! Either is cut to the `--from/--to` window. What the window lost (the pages'
+//! missed-events flags; perf's LOST records) and decoding errors are counted in [`Coverage`]
+//! and handed to the analysis, which drops what was in flight on that CPU rather than
+//! pairing across a gap.
+//!
+//! Task names are the names at each event's time ([`Names`]): from the events that name
+//! tasks (`sched_switch`'s prev/next, wake-ups, `sched_process_fork`, `task_newtask`,
+//! `task_rename`, `sched_process_exec`; perf's COMM and FORK records), falling back to the
+//! file's saved cmdlines for a task no event has named yet.
+//!
+//! Streaming: memory is the merger's few pages per CPU (perf: records of one round),
+//! whatever the file's size. On a terminal a progress bar shows the share of the file read
+//! (quiet otherwise).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::IsTerminal;
@@ -16,7 +31,10 @@ use std::path::Path;
 
 use anyhow::Context;
 use tp_format::format::{EventFormat, Field};
-use tp_format::symbols::Cmdlines;
+use tp_format::perfdata::attr::{event_type, flag};
+use tp_format::perfdata::record::Mmap;
+use tp_format::perfdata::{PerfData, Record, Sample};
+use tp_format::symbols::{Cmdlines, Kallsyms};
 use tp_format::tracedat::{BufferKind, Error, Item, PageSource, Records, TraceDat};
 
 use super::{Select, TimeArg};
@@ -33,6 +51,8 @@ const PROGRESS_MIN_BYTES: u64 = 4 << 20;
 /// One event of the window.
 #[derive(Debug, Clone, Copy)]
 pub struct Event<'a> {
+    /// Task names now.
+    pub names: &'a Names<'a>,
     /// Index into [`Timeline::buffers`].
     pub buffer: usize,
     /// The CPU (for a Rust program's buffer: its thread's stream).
@@ -45,10 +65,37 @@ pub struct Event<'a> {
     pub data: &'a [u8],
 }
 
+impl<'a> Event<'a> {
+    /// The name of the event's task at its time.
+    pub fn comm(&self) -> &'a str {
+        self.names.comm(self.pid)
+    }
+}
+
 /// What the merged stream yields to an analysis.
 #[derive(Debug, Clone, Copy)]
 pub enum Ev<'a> {
     Event(Event<'a>),
+    /// A perf.data sample of an event that is not a tracepoint; `attr` indexes
+    /// [`Timeline::perf_attrs`].
+    Sample {
+        attr: usize,
+        sample: &'a Sample<'a>,
+        names: &'a Names<'a>,
+    },
+    /// A perf.data MMAP/MMAP2 record: a mapping in process `map.pid`'s address space.
+    Mmap {
+        map: &'a Mmap<'a>,
+    },
+    /// perf.data: process `pid` exec'd (its address space is new) or was forked from
+    /// `parent` (it starts with a copy of the parent's).
+    Exec {
+        pid: i32,
+    },
+    Fork {
+        pid: i32,
+        parent: i32,
+    },
     /// Events lost on `cpu` of `buffer` (just before that CPU's next event).
     Lost {
         buffer: usize,
@@ -68,6 +115,8 @@ pub struct Coverage {
     pub lost: BTreeMap<(usize, u32), (u64, u64)>,
     /// Decoding errors (each also ends what was in flight on its CPU).
     pub errors: Vec<String>,
+    /// Each task's last name in the window (from events; see [`Names`]).
+    pub names: HashMap<i32, String>,
 }
 
 impl Coverage {
@@ -76,10 +125,123 @@ impl Coverage {
     }
 }
 
-/// An opened trace.dat with its formats.
+/// Task names as the events have given them so far, over the file's saved cmdlines.
+#[derive(Debug)]
+pub struct Names<'t> {
+    now: HashMap<i32, String>,
+    saved: &'t Cmdlines,
+    /// Bumped at every change of a name: a cache of per-task decisions that depend on the
+    /// name is stale when this moved.
+    pub changes: u64,
+}
+
+impl<'t> Names<'t> {
+    pub fn new(saved: &'t Cmdlines) -> Names<'t> {
+        Names { now: HashMap::new(), saved, changes: 0 }
+    }
+
+    /// Task `pid`'s name now (`<...>` when nothing names it).
+    pub fn comm(&self, pid: i32) -> &str {
+        match self.now.get(&pid) {
+            Some(c) => c,
+            None => self.saved.comm(pid),
+        }
+    }
+
+    pub fn set(&mut self, pid: i32, comm: &str) {
+        if comm.is_empty() || pid <= 0 {
+            return;
+        }
+        match self.now.get_mut(&pid) {
+            Some(c) if c == comm => {}
+            Some(c) => {
+                c.clear();
+                c.push_str(comm);
+                self.changes += 1;
+            }
+            None => {
+                self.now.insert(pid, comm.to_string());
+                self.changes += 1;
+            }
+        }
+    }
+}
+
+/// The events that name tasks, with the fields that say who and what.
+#[derive(Debug, Clone)]
+enum Naming {
+    /// (pid field, comm field) pairs: sched_switch has two, the others one.
+    Fields(Vec<(IntField, Field)>),
+    /// sched_process_exec: the task (common_pid) takes its file's base name.
+    Exec(Field),
+}
+
+fn namings(formats: &[EventFormat], be: bool) -> HashMap<u16, Naming> {
+    const PAIRS: &[(&str, &[(&str, &str)])] = &[
+        ("sched_switch", &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")]),
+        ("sched_wakeup", &[("pid", "comm")]),
+        ("sched_waking", &[("pid", "comm")]),
+        ("sched_wakeup_new", &[("pid", "comm")]),
+        ("sched_process_fork", &[("child_pid", "child_comm")]),
+        ("task_newtask", &[("pid", "comm")]),
+        ("task_rename", &[("pid", "newcomm")]),
+    ];
+    let mut m = HashMap::new();
+    for f in formats {
+        if f.system != "sched" && f.system != "task" {
+            continue;
+        }
+        let Ok(id) = u16::try_from(f.id) else { continue };
+        if f.name == "sched_process_exec" {
+            if let Some(file) = f.field("filename") {
+                m.insert(id, Naming::Exec(file.clone()));
+            }
+            continue;
+        }
+        let Some((_, pairs)) = PAIRS.iter().find(|(n, _)| *n == f.name) else { continue };
+        let fields: Vec<(IntField, Field)> = pairs
+            .iter()
+            .filter_map(|(p, c)| Some((IntField::of(f, p, be)?, f.field(c)?.clone())))
+            .collect();
+        if !fields.is_empty() {
+            m.insert(id, Naming::Fields(fields));
+        }
+    }
+    m
+}
+
+/// The kernel's name for a task that exec'd `path`: its base name, at most 15 bytes.
+fn exec_comm(path: &str) -> &str {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let mut end = base.len().min(15);
+    while !base.is_char_boundary(end) {
+        end -= 1;
+    }
+    &base[..end]
+}
+
+/// A perf.data event (attr) as the analyses see it.
+#[derive(Debug, Clone)]
+pub struct PerfAttr {
+    pub type_: u32,
+    pub config: u64,
+    pub sample_type: u64,
+}
+
+// One per analysis: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    Dat(TraceDat<File>),
+    Perf { data: PerfData<File>, formats: Vec<EventFormat>, kallsyms: Kallsyms },
+}
+
+/// An opened trace.dat or perf.data with its formats.
 pub struct Timeline {
-    dat: TraceDat<File>,
+    src: Source,
     input: String,
+    /// perf.data: its events (empty for a trace.dat).
+    pub perf_attrs: Vec<PerfAttr>,
+    namings: HashMap<u16, Naming>,
     /// Event ID -> index into the file's formats.
     by_id: Vec<u32>,
     /// Flyrecord buffers: (index in the file, name; "" for the top level).
@@ -94,7 +256,14 @@ pub struct Timeline {
 impl Timeline {
     pub fn open(path: &Path) -> anyhow::Result<Timeline> {
         let input = path.display().to_string();
-        let file = File::open(path).with_context(|| format!("cannot open {input}"))?;
+        let mut file = File::open(path).with_context(|| format!("cannot open {input}"))?;
+        let mut magic = [0u8; 8];
+        let n = std::io::Read::read(&mut file, &mut magic)
+            .with_context(|| format!("cannot read {input}"))?;
+        std::io::Seek::rewind(&mut file).with_context(|| format!("cannot read {input}"))?;
+        if tp_format::perfdata::read::is_perf_data(&magic[..n]) {
+            return Timeline::open_perf(file, input);
+        }
         let dat = TraceDat::open_file(file).with_context(|| format!("cannot read {input}"))?;
         for e in dat.format_errors() {
             eprintln!("tp: {input}: {e} (its events are left out)");
@@ -116,7 +285,71 @@ impl Timeline {
         let ts_in_ns = dat.tsc2nsec().is_some() || tp_format::text::clock_is_ns(&clock);
         let cmdlines = dat.cmdlines().clone();
         let big_endian = dat.big_endian();
-        Ok(Timeline { dat, input, by_id, buffers, cmdlines, ts_in_ns, clock, big_endian })
+        let namings = namings(dat.events(), big_endian);
+        Ok(Timeline {
+            src: Source::Dat(dat),
+            input,
+            perf_attrs: Vec::new(),
+            namings,
+            by_id,
+            buffers,
+            cmdlines,
+            ts_in_ns,
+            clock,
+            big_endian,
+        })
+    }
+
+    fn open_perf(file: File, input: String) -> anyhow::Result<Timeline> {
+        let mut data = PerfData::open_file(file).with_context(|| format!("cannot read {input}"))?;
+        for w in &data.warnings {
+            eprintln!("tp: {input}: {w}");
+        }
+        let tracing = data.features.tracing.take().unwrap_or_default();
+        for e in &tracing.format_errors {
+            eprintln!("tp: {input}: {e} (its events are left out)");
+        }
+        let mut by_id = vec![u32::MAX; u16::MAX as usize + 1];
+        for (i, f) in tracing.events.iter().enumerate() {
+            if let Ok(id) = u16::try_from(f.id) {
+                by_id[id as usize] = i as u32;
+            }
+        }
+        let perf_attrs = data
+            .attrs
+            .iter()
+            .map(|a| PerfAttr {
+                type_: a.attr.type_,
+                config: a.attr.config,
+                sample_type: a.attr.sample_type,
+            })
+            .collect();
+        // perf record's default clock is perf's own (sched_clock, in ns); tp record asks
+        // for CLOCK_MONOTONIC, tracefs' `mono`.
+        let mono = data.attrs.first().is_some_and(|a| {
+            a.attr.has(flag::USE_CLOCKID) && a.attr.clockid == libc::CLOCK_MONOTONIC
+        });
+        let big_endian = tracing.big_endian;
+        let namings = namings(&tracing.events, big_endian);
+        let mut cmdlines = tracing.tables.cmdlines;
+        for (tid, comm) in comm_records(&data) {
+            // Names of tasks no record of the window names: their last in the file.
+            if cmdlines.known(tid).is_none() {
+                cmdlines.insert(tid, &comm);
+            }
+        }
+        Ok(Timeline {
+            src: Source::Perf { data, formats: tracing.events, kallsyms: tracing.tables.kallsyms },
+            input,
+            perf_attrs,
+            namings,
+            by_id,
+            buffers: vec![(0, String::new())],
+            cmdlines,
+            ts_in_ns: true,
+            clock: if mono { "mono" } else { "perf" }.to_string(),
+            big_endian,
+        })
     }
 
     pub fn input(&self) -> &str {
@@ -125,50 +358,88 @@ impl Timeline {
 
     /// The format of `system:name`, if the file has it.
     pub fn event(&self, system: &str, name: &str) -> Option<&EventFormat> {
-        self.dat.events().iter().find(|f| f.system == system && f.name == name)
+        self.formats().iter().find(|f| f.system == system && f.name == name)
     }
 
     /// The format of event `id`.
     pub fn format_of(&self, id: u16) -> Option<&EventFormat> {
-        self.dat.events().get(*self.by_id.get(id as usize)? as usize)
+        self.formats().get(*self.by_id.get(id as usize)? as usize)
     }
 
     pub fn formats(&self) -> &[EventFormat] {
-        self.dat.events()
+        match &self.src {
+            Source::Dat(dat) => dat.events(),
+            Source::Perf { formats, .. } => formats,
+        }
     }
 
-    pub fn kallsyms(&self) -> &tp_format::symbols::Kallsyms {
-        self.dat.kallsyms()
+    pub fn kallsyms(&self) -> &Kallsyms {
+        match &self.src {
+            Source::Dat(dat) => dat.kallsyms(),
+            Source::Perf { kallsyms, .. } => kallsyms,
+        }
     }
 
-    /// A task's name from the file's saved cmdlines (`<...>` when unknown).
-    pub fn comm(&self, pid: i32) -> &str {
-        self.cmdlines.comm(pid)
+    /// A task's last name in the window (events first, then the file's saved cmdlines;
+    /// `<...>` when unknown).
+    pub fn comm<'a>(&'a self, cov: &'a Coverage, pid: i32) -> &'a str {
+        match cov.names.get(&pid) {
+            Some(c) => c,
+            None => self.cmdlines.comm(pid),
+        }
+    }
+
+    /// Update `names` from an event that names tasks.
+    fn name_from(&self, names: &mut Names<'_>, id: u16, pid: i32, data: &[u8]) {
+        match self.namings.get(&id) {
+            None => {}
+            Some(Naming::Fields(fields)) => {
+                for (p, c) in fields {
+                    names.set(p.get(data) as i32, str_field(c, data, self.big_endian));
+                }
+            }
+            Some(Naming::Exec(file)) => {
+                names.set(pid, exec_comm(str_field(file, data, self.big_endian)))
+            }
+        }
     }
 
     /// Feed the window's events and lost-event markers to `sink`, in time order.
-    pub fn run(&self, select: &Select, mut sink: impl FnMut(Ev<'_>)) -> anyhow::Result<Coverage> {
+    pub fn run(&self, select: &Select, sink: impl FnMut(Ev<'_>)) -> anyhow::Result<Coverage> {
+        match &self.src {
+            Source::Dat(dat) => self.run_dat(dat, select, sink),
+            Source::Perf { data, .. } => self.run_perf(data, select, sink),
+        }
+    }
+
+    fn run_dat(
+        &self,
+        dat: &TraceDat<File>,
+        select: &Select,
+        mut sink: impl FnMut(Ev<'_>),
+    ) -> anyhow::Result<Coverage> {
+        let mut names = Names::new(&self.cmdlines);
         let mut sources: Vec<(u32, Box<dyn PageSource + '_>)> = Vec::new();
         let mut total = 0;
-        let bar = progress_bar(self.dat.file_len());
+        let bar = progress_bar(dat.file_len());
         for (k, (b, _)) in self.buffers.iter().enumerate() {
-            for (i, c) in self.dat.buffers()[*b].cpus.iter().enumerate() {
+            for (i, c) in dat.buffers()[*b].cpus.iter().enumerate() {
                 let id = ((k as u32) << CPU_BITS) | c.cpu;
-                let inner = self.dat.page_source(*b, i)?;
+                let inner = dat.page_source(*b, i)?;
                 total += c.size;
                 let src = Progress { inner, start: c.offset, last: c.offset, bar: bar.clone() };
                 sources.push((id, Box::new(src)));
             }
         }
         bar.set_length(total.max(1));
-        let mut records = Records::new(self.dat.layout(), sources);
+        let mut records = Records::new(dat.layout(), sources);
         let mut cov = Coverage::default();
         let mut window: Option<(u64, u64)> = None;
         let be = self.big_endian;
         while let Some(item) = records.next() {
             match item {
                 Ok(Item::Event(r)) => {
-                    let ts = self.dat.adjust_ts(r.ts);
+                    let ts = dat.adjust_ts(r.ts);
                     let (from, to) = *window.get_or_insert_with(|| resolve(select, ts));
                     if ts < from || ts > to || r.data.len() < 8 {
                         continue;
@@ -185,10 +456,11 @@ impl Timeline {
                     cov.first.get_or_insert(ts);
                     cov.last = ts;
                     let (buffer, cpu) = ((r.cpu >> CPU_BITS) as usize, r.cpu & CPU_MASK);
-                    sink(Ev::Event(Event { buffer, cpu, ts, id, pid, data: d }));
+                    self.name_from(&mut names, id, pid, d);
+                    sink(Ev::Event(Event { names: &names, buffer, cpu, ts, id, pid, data: d }));
                 }
                 Ok(Item::Lost(l)) => {
-                    let ts = self.dat.adjust_ts(l.ts);
+                    let ts = dat.adjust_ts(l.ts);
                     if let Some((from, to)) = window {
                         if ts < from || ts > to {
                             continue;
@@ -217,6 +489,113 @@ impl Timeline {
             }
         }
         bar.finish_and_clear();
+        cov.names = names.now;
+        Ok(cov)
+    }
+
+    fn run_perf(
+        &self,
+        data: &PerfData<File>,
+        select: &Select,
+        mut sink: impl FnMut(Ev<'_>),
+    ) -> anyhow::Result<Coverage> {
+        let mut names = Names::new(&self.cmdlines);
+        let bar = progress_bar(data.file_len());
+        bar.set_length(data.data_size.max(1));
+        let mut cov = Coverage::default();
+        let mut window: Option<(u64, u64)> = None;
+        let in_window = |window: &Option<(u64, u64)>, ts: Option<u64>| match (window, ts) {
+            (Some((from, to)), Some(ts)) => ts >= *from && ts <= *to,
+            _ => true,
+        };
+        let be = self.big_endian;
+        let mut records = data.records(true)?;
+        let mut n = 0u64;
+        while let Some(item) = records.next() {
+            let item = match item {
+                Ok(i) => i,
+                Err(e) => {
+                    cov.errors.push(format!("{}: {e}", self.input));
+                    continue;
+                }
+            };
+            n += 1;
+            if n % 4096 == 0 {
+                bar.set_position(item.raw.offset.saturating_sub(data.data_offset));
+            }
+            let record = match item.parse() {
+                Ok(r) => r,
+                Err(e) => {
+                    cov.errors.push(format!("{}: {e}", self.input));
+                    continue;
+                }
+            };
+            match record {
+                Record::Sample(s) => {
+                    let Some(ts) = s.time else { continue };
+                    let (from, to) = *window.get_or_insert_with(|| resolve(select, ts));
+                    if ts < from || ts > to {
+                        continue;
+                    }
+                    let Some(attr) = item.event else { continue };
+                    cov.events += 1;
+                    cov.first.get_or_insert(ts);
+                    cov.last = ts;
+                    let cpu = s.cpu.unwrap_or(0);
+                    match s.raw {
+                        Some(d) if self.perf_attrs[attr].type_ == event_type::TRACEPOINT => {
+                            if d.len() < 8 {
+                                continue;
+                            }
+                            let id = if be {
+                                u16::from_be_bytes([d[0], d[1]])
+                            } else {
+                                u16::from_le_bytes([d[0], d[1]])
+                            };
+                            let p = [d[4], d[5], d[6], d[7]];
+                            let pid =
+                                if be { i32::from_be_bytes(p) } else { i32::from_le_bytes(p) };
+                            self.name_from(&mut names, id, pid, d);
+                            let e = Event { names: &names, buffer: 0, cpu, ts, id, pid, data: d };
+                            sink(Ev::Event(e));
+                        }
+                        _ => sink(Ev::Sample { attr, sample: &s, names: &names }),
+                    }
+                }
+                Record::Mmap(m, id) | Record::Mmap2(m, id) => {
+                    // Maps made before the window still describe the address space in it.
+                    if window.is_some_and(|(_, to)| id.time.is_some_and(|t| t > to)) {
+                        continue;
+                    }
+                    sink(Ev::Mmap { map: &m });
+                }
+                Record::Comm { pid, tid, comm, exec, .. } => {
+                    names.set(tid as i32, comm);
+                    if exec && pid == tid {
+                        sink(Ev::Exec { pid: pid as i32 });
+                    }
+                }
+                Record::Fork(t, _) => {
+                    if let Some(c) = names.now.get(&(t.ptid as i32)).cloned() {
+                        names.set(t.tid as i32, &c);
+                    }
+                    if t.pid != t.ppid {
+                        sink(Ev::Fork { pid: t.pid as i32, parent: t.ppid as i32 });
+                    }
+                }
+                Record::Lost { lost, id, .. } | Record::LostSamples { lost, id } => {
+                    if !in_window(&window, id.time) {
+                        continue;
+                    }
+                    let cpu = id.cpu.unwrap_or(0);
+                    cov.lost.entry((0, cpu)).or_default().0 += lost;
+                    sink(Ev::Lost { buffer: 0, cpu });
+                }
+                _ => {}
+            }
+        }
+        bar.finish_and_clear();
+        cov.names = names.now;
         Ok(cov)
     }
 
@@ -316,6 +695,21 @@ impl Timeline {
         }
         out.push(']');
     }
+}
+
+/// Each task's last name in a perf.data's COMM records (a quick pass in file order).
+fn comm_records(data: &PerfData<File>) -> Vec<(i32, String)> {
+    let mut last: HashMap<i32, String> = HashMap::new();
+    let Ok(mut records) = data.records(false) else { return Vec::new() };
+    while let Some(raw) = records.next_raw() {
+        let Ok(raw) = raw else { break }; // the main pass reports it
+        if raw.kind == tp_format::perfdata::kind::COMM {
+            if let Ok(Record::Comm { tid, comm, .. }) = raw.parse(None) {
+                last.insert(tid as i32, comm.to_string());
+            }
+        }
+    }
+    last.into_iter().collect()
 }
 
 fn message(input: &str, e: &Error) -> String {
@@ -419,4 +813,25 @@ pub fn str_field<'a>(f: &Field, data: &'a [u8], big_endian: bool) -> &'a str {
     let Some(b) = f.bytes(data, big_endian) else { return "" };
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     std::str::from_utf8(&b[..end]).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_change_with_events_over_the_saved_ones() {
+        let saved = Cmdlines::parse("7 bash\n");
+        let mut n = Names::new(&saved);
+        assert_eq!(n.comm(7), "bash");
+        n.set(7, "bash");
+        let seen = n.changes;
+        n.set(7, "bash");
+        assert_eq!(n.changes, seen, "the same name is no change");
+        n.set(7, exec_comm("/usr/bin/a-very-long-program-name"));
+        assert_eq!(n.comm(7), "a-very-long-pro");
+        assert!(n.changes > seen);
+        n.set(0, "swapper/0");
+        assert_eq!(n.comm(0), saved.comm(0), "the idle task keeps its saved name");
+    }
 }

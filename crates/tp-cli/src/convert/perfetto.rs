@@ -442,6 +442,8 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
     };
     let mut events = 0u64;
     let mut unknown = 0u64;
+    // perf.data samples of events that are not tracepoints (no ftrace record to convert).
+    let mut samples = 0u64;
     let cov = tl.run(&select, |ev| match ev {
         Ev::Event(e) => {
             let Some(conv) = &convs[e.id as usize] else {
@@ -459,7 +461,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
                     let mut th = Vec::new();
                     int(&mut th, 1, if process != 0 { process } else { e.pid } as i64);
                     int(&mut th, 2, e.pid as i64);
-                    bytes(&mut th, 5, tl.comm(e.pid).as_bytes());
+                    bytes(&mut th, 5, e.comm().as_bytes());
                     let mut td = Vec::new();
                     uint(&mut td, 1, uuid);
                     bytes(&mut td, 4, &th);
@@ -544,6 +546,8 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
                 bundles[i].lost = true;
             }
         }
+        Ev::Sample { .. } => samples += 1,
+        Ev::Mmap { .. } | Ev::Exec { .. } | Ev::Fork { .. } => {}
     })?;
     for (cpu, b) in bundles.iter_mut().enumerate() {
         w.flush_bundle(cpu as u32, b);
@@ -563,6 +567,9 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
             String::new()
         }
     );
+    if samples > 0 {
+        eprintln!("tp: {samples} samples of events that are not tracepoints were left out");
+    }
     if unknown > 0 {
         eprintln!("tp: {unknown} events of IDs the file has no format for were left out");
     }

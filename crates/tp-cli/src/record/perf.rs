@@ -66,7 +66,10 @@ pub struct Request<'a> {
     pub quiet: bool,
 }
 
-fn sampling_of(ev: &Event, o: &PerfOpts, first: bool, several: bool) -> Sampling {
+/// How `ev` is sampled. `faults`: the recording has page-fault events, whose samples carry
+/// the faulting address and whose addresses are told apart by mapping (data mappings are
+/// recorded too, from the first event's side records).
+fn sampling_of(ev: &Event, o: &PerfOpts, first: bool, several: bool, faults: bool) -> Sampling {
     use pd::sample as s;
     let every_hit = matches!(ev.class, Class::Tracepoint | Class::Breakpoint);
     let (period, freq) = match (o.period, o.freq) {
@@ -84,12 +87,16 @@ fn sampling_of(ev: &Event, o: &PerfOpts, first: bool, several: bool) -> Sampling
     if ev.class == Class::Tracepoint {
         sample_type |= s::RAW;
     }
+    if ev.is_page_fault() {
+        sample_type |= s::ADDR;
+    }
     Sampling {
         sample_type,
         period,
         freq,
         clockid: Some(libc::CLOCK_MONOTONIC),
         side_records: first,
+        mmap_data: first && faults,
         watermark: (RING_PAGES * 4096 / 4) as u32,
     }
 }
@@ -157,8 +164,9 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut owners: Vec<usize> = Vec::new();
     let mut counters: Vec<Counter> = Vec::new();
     let mut start_line = Vec::new();
+    let faults = evs.iter().any(Event::is_page_fault);
     for (i, ev) in evs.iter().enumerate() {
-        let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1);
+        let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1, faults);
         let per_task = child.is_some() || !threads.is_empty();
         let o = CounterOptions {
             inherit: per_task,
@@ -194,7 +202,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     if child.is_none() {
         let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
         for pid in pids {
-            synthesize_task(&mut w, pid)
+            synthesize_task(&mut w, pid, faults)
                 .with_context(|| format!("writing {}", out_path.display()))?;
         }
     }
@@ -320,11 +328,13 @@ fn all_pids() -> Vec<i32> {
     rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
-/// COMM and the executable MMAP2s of a running process from /proc (what perf record
-/// synthesizes at start); a process gone meanwhile is skipped.
+/// COMM and the executable MMAP2s (with `data`, every file-backed or named mapping) of a
+/// running process from /proc (what perf record synthesizes at start; with `-d`, data
+/// mappings too); a process gone meanwhile is skipped.
 fn synthesize_task<W: std::io::Write + std::io::Seek>(
     w: &mut Writer<W>,
     pid: i32,
+    data: bool,
 ) -> Result<(), pd::Error> {
     let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { return Ok(()) };
     let comm = comm.trim_end();
@@ -343,7 +353,7 @@ fn synthesize_task<W: std::io::Write + std::io::Seek>(
         let f: Vec<&str> = line.splitn(6, ' ').collect();
         let [range, perms, off, dev, ino, rest] = f[..] else { continue };
         let path = rest.trim_start();
-        if !perms.contains('x') || path.is_empty() {
+        if (!data && !perms.contains('x')) || path.is_empty() {
             continue;
         }
         let (Some((a, b)), Some((maj, min))) = (range.split_once('-'), dev.split_once(':')) else {
