@@ -49,6 +49,49 @@ pub struct Sampling {
     pub mmap_data: bool,
     /// Wake the reader after this many bytes are in the ring.
     pub watermark: u32,
+    /// Call stacks on each sample (none by default).
+    pub stacks: Stacks,
+}
+
+/// What each sample carries of its call stack: the kernel's walk (PERF_SAMPLE_CALLCHAIN:
+/// kernel frames, then user frames by frame pointers) and/or the user registers and a copy
+/// of the top of the user stack (PERF_SAMPLE_REGS_USER | STACK_USER) for unwinding offline.
+/// The sample_type bits follow from these fields ([`attr_for`] sets them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stacks {
+    /// PERF_SAMPLE_CALLCHAIN of at most this many frames (`sample_max_stack`; the kernel
+    /// refuses more than `kernel.perf_event_max_stack`); 0: no callchain.
+    pub max_stack: u16,
+    /// Leave the kernel's / the user's part out of the callchain
+    /// (`exclude_callchain_kernel` / `exclude_callchain_user`).
+    pub exclude_kernel: bool,
+    pub exclude_user: bool,
+    /// PERF_SAMPLE_REGS_USER with this register mask (0: none).
+    pub regs_user: u64,
+    /// PERF_SAMPLE_STACK_USER: copy this many bytes from the user stack pointer up (a
+    /// multiple of 8; 0: none).
+    pub stack_user: u32,
+}
+
+impl Stacks {
+    /// The registers perf copies for DWARF unwinding on x86-64 (`PERF_REG_X86_*`: ax..flags,
+    /// cs, ss, r8..r15; not ds/es/fs/gs).
+    pub const X86_64_REGS: u64 = 0xff0fff;
+
+    /// The PERF_SAMPLE_* bits these stacks need.
+    pub fn sample_type(&self) -> u64 {
+        let mut t = 0;
+        if self.max_stack > 0 {
+            t |= b::PERF_SAMPLE_CALLCHAIN as u64;
+        }
+        if self.regs_user != 0 {
+            t |= b::PERF_SAMPLE_REGS_USER as u64;
+        }
+        if self.stack_user > 0 {
+            t |= b::PERF_SAMPLE_STACK_USER as u64;
+        }
+        t
+    }
 }
 
 /// How to open a counter.
@@ -91,7 +134,12 @@ pub fn attr_for(ev: &Event, o: &CounterOptions) -> perf_event_attr {
     a.set_disabled((o.disabled || o.enable_on_exec) as u64);
     a.set_enable_on_exec(o.enable_on_exec as u64);
     if let Some(s) = o.sampling {
-        a.sample_type = s.sample_type;
+        a.sample_type = s.sample_type | s.stacks.sample_type();
+        a.sample_max_stack = s.stacks.max_stack;
+        a.set_exclude_callchain_kernel(s.stacks.exclude_kernel as u64);
+        a.set_exclude_callchain_user(s.stacks.exclude_user as u64);
+        a.sample_regs_user = s.stacks.regs_user;
+        a.sample_stack_user = s.stacks.stack_user;
         if s.freq {
             a.set_freq(1);
             a.sample_freq = s.period;
@@ -424,6 +472,7 @@ mod tests {
             side_records: true,
             mmap_data: false,
             watermark: 0,
+            stacks: Stacks::default(),
         };
         let a = attr_for(&ev, &CounterOptions { sampling: Some(s), ..Default::default() });
         assert_eq!(
@@ -431,6 +480,40 @@ mod tests {
             (1, 997, 1, libc::CLOCK_MONOTONIC)
         );
         assert_eq!((a.sample_id_all(), a.mmap2(), a.comm(), a.task()), (1, 1, 1, 1));
+        assert_eq!((a.sample_max_stack, a.sample_regs_user, a.sample_stack_user), (0, 0, 0));
+    }
+
+    #[test]
+    fn attr_for_stacks() {
+        let ev = Event::symbolic("cpu-clock").unwrap();
+        let stacks = Stacks {
+            max_stack: 127,
+            exclude_kernel: false,
+            exclude_user: true,
+            regs_user: Stacks::X86_64_REGS,
+            stack_user: 8192,
+        };
+        let s = Sampling {
+            sample_type: b::PERF_SAMPLE_TID as u64,
+            period: 1,
+            freq: false,
+            clockid: None,
+            side_records: false,
+            mmap_data: false,
+            watermark: 0,
+            stacks,
+        };
+        let a = attr_for(&ev, &CounterOptions { sampling: Some(s), ..Default::default() });
+        let want = b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_CALLCHAIN
+            | b::PERF_SAMPLE_REGS_USER
+            | b::PERF_SAMPLE_STACK_USER;
+        assert_eq!(a.sample_type, want as u64);
+        assert_eq!(
+            (a.sample_max_stack, a.sample_regs_user, a.sample_stack_user),
+            (127, 0xff0fff, 8192)
+        );
+        assert_eq!((a.exclude_callchain_kernel(), a.exclude_callchain_user()), (0, 1));
     }
 
     #[test]

@@ -29,8 +29,8 @@ pub mod events;
 pub mod ring;
 mod sys;
 
-pub use counter::{Counter, CounterOptions, CounterSet, Reading, Sampling, Target};
+pub use counter::{Counter, CounterOptions, CounterSet, Reading, Sampling, Stacks, Target};
 pub use error::{Error, Result};
 pub use events::{Event, EventSpec};
 pub use ring::{Ring, RingStats};
-pub use sys::paranoid;
+pub use sys::{max_stack, paranoid};

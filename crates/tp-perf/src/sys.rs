@@ -224,6 +224,11 @@ pub fn paranoid() -> Option<i32> {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").ok()?.trim().parse().ok()
 }
 
+/// `kernel.perf_event_max_stack`: the most frames a callchain may ask for.
+pub fn max_stack() -> Option<u16> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack").ok()?.trim().parse().ok()
+}
+
 /// RLIMIT_NOFILE's soft limit.
 pub(crate) fn nofile_limit() -> u64 {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

@@ -32,6 +32,7 @@ fn ring_yields_one_sample_per_tracepoint_hit() {
         side_records: false,
         mmap_data: false,
         watermark: 0,
+        stacks: Default::default(),
     };
     let o = CounterOptions { disabled: true, sampling: Some(sampling), ..Default::default() };
     let c = Counter::open(&ev, Target::Thread(0), &o, None).unwrap();
@@ -138,6 +139,7 @@ fn a_full_ring_counts_what_it_lost() {
         side_records: false,
         mmap_data: false,
         watermark: 0,
+        stacks: Default::default(),
     };
     let o = CounterOptions { disabled: true, sampling: Some(sampling), ..Default::default() };
     let c = Counter::open(&ev, Target::Thread(0), &o, None).unwrap();

@@ -43,16 +43,79 @@ pub struct PerfOpts {
     /// Sample every N events (tracepoints and breakpoints default to every event).
     #[arg(long = "period", value_name = "N")]
     pub period: Option<u64>,
+    /// Record each sample's call stack by frame pointers, kernel and user (`--call-graph
+    /// fp`). Tracepoints go through perf_event_open too: tracefs records no user stacks.
+    #[arg(short = 'g')]
+    pub g: bool,
+    /// Call stacks: `fp` (the kernel walks frame pointers) or `dwarf[,SIZE]` (the user
+    /// registers and SIZE bytes of the user stack, default 8192, unwound by `tp report` and
+    /// `perf script` from the binaries' .eh_frame/.debug_frame; kernel frames by the kernel).
+    #[arg(long = "call-graph", value_name = "fp|dwarf[,SIZE]", value_parser = parse_call_graph)]
+    pub call_graph: Option<CallGraph>,
+    /// At most N frames per callchain (default and limit: kernel.perf_event_max_stack).
+    #[arg(long = "max-stack", value_name = "N")]
+    pub max_stack: Option<u16>,
+}
+
+/// How samples get their call stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// The kernel walks the frame pointers (PERF_SAMPLE_CALLCHAIN).
+    Fp,
+    /// The user registers and this many bytes of user stack, unwound offline.
+    Dwarf(u32),
+}
+
+/// perf's default user stack copy for `--call-graph dwarf`.
+pub const DWARF_STACK_DEFAULT: u32 = 8192;
+
+/// `fp`, `dwarf` or `dwarf,SIZE` (SIZE rounded up to 8 bytes, at most 65528 as the kernel's
+/// 16-bit sample size allows, as perf record accepts).
+pub fn parse_call_graph(s: &str) -> Result<CallGraph, String> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, z)) => (m, Some(z)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("fp", None) => Ok(CallGraph::Fp),
+        ("dwarf", None) => Ok(CallGraph::Dwarf(DWARF_STACK_DEFAULT)),
+        ("dwarf", Some(z)) => {
+            let n: u32 =
+                z.parse().map_err(|_| format!("dwarf,SIZE: {z:?} is not a number of bytes"))?;
+            let n = n.div_ceil(8) * 8;
+            if n == 0 || n > 65528 {
+                return Err(format!("dwarf,SIZE: {z} bytes; give 8 to 65528"));
+            }
+            Ok(CallGraph::Dwarf(n))
+        }
+        ("fp", Some(_)) => Err("fp takes no size (dwarf,SIZE does)".into()),
+        _ => Err(format!("{s:?}: fp or dwarf[,SIZE] (lbr needs a PMU this recorder does not use)")),
+    }
+}
+
+impl PerfOpts {
+    /// The call-graph mode asked for (`--call-graph` over `-g`).
+    pub fn call_graph(&self) -> Option<CallGraph> {
+        self.call_graph.or(self.g.then_some(CallGraph::Fp))
+    }
 }
 
 /// Does this recording go through the perf door?
 pub fn wanted(opts: &PerfOpts, events: &[String]) -> bool {
     opts.perf
+        || opts.call_graph().is_some()
+        || opts.max_stack.is_some()
         || opts.freq.is_some()
         || opts.period.is_some()
         || events
             .iter()
             .any(|e| events::parse(e).is_ok_and(|s| !matches!(s.kind, Kind::Tracepoint { .. })))
+}
+
+/// Would the recording go through the perf door without its call-stack options?
+fn perf_door_without_stacks(opts: &PerfOpts, events: &[String]) -> bool {
+    let plain = PerfOpts { g: false, call_graph: None, max_stack: None, ..*opts };
+    wanted(&plain, events)
 }
 
 /// The parts of `tp record`'s arguments the perf door uses.
@@ -66,10 +129,40 @@ pub struct Request<'a> {
     pub quiet: bool,
 }
 
-/// How `ev` is sampled. `faults`: the recording has page-fault events, whose samples carry
-/// the faulting address and whose addresses are told apart by mapping (data mappings are
-/// recorded too, from the first event's side records).
-fn sampling_of(ev: &Event, o: &PerfOpts, first: bool, several: bool, faults: bool) -> Sampling {
+/// What each sample carries of its stack. `:u`/`:k` keep the user's / the kernel's part
+/// only. DWARF: the kernel gives the kernel frames, the user part is unwound from the copy
+/// (as perf records it).
+fn stacks_of(ev: &Event, mode: Option<CallGraph>, max_stack: u16) -> tp_perf::Stacks {
+    let m = ev.modifiers;
+    match mode {
+        None => tp_perf::Stacks::default(),
+        Some(CallGraph::Fp) => tp_perf::Stacks {
+            max_stack,
+            exclude_kernel: m.exclude_kernel,
+            exclude_user: m.exclude_user,
+            ..Default::default()
+        },
+        Some(CallGraph::Dwarf(size)) => tp_perf::Stacks {
+            max_stack,
+            exclude_kernel: m.exclude_kernel,
+            exclude_user: true,
+            regs_user: if m.exclude_user { 0 } else { tp_perf::Stacks::X86_64_REGS },
+            stack_user: if m.exclude_user { 0 } else { size },
+        },
+    }
+}
+
+/// How `ev` is sampled. `data_maps`: data mappings are recorded too, from the first event's
+/// side records (page faults: told apart by mapping; DWARF stacks: unwinders read the
+/// libraries' read-only segments, .eh_frame_hdr, which only data maps describe).
+fn sampling_of(
+    ev: &Event,
+    o: &PerfOpts,
+    first: bool,
+    several: bool,
+    data_maps: bool,
+    stacks: tp_perf::Stacks,
+) -> Sampling {
     use pd::sample as s;
     let every_hit = matches!(ev.class, Class::Tracepoint | Class::Breakpoint);
     let (period, freq) = match (o.period, o.freq) {
@@ -96,8 +189,33 @@ fn sampling_of(ev: &Event, o: &PerfOpts, first: bool, several: bool, faults: boo
         freq,
         clockid: Some(libc::CLOCK_MONOTONIC),
         side_records: first,
-        mmap_data: first && faults,
-        watermark: (RING_PAGES * 4096 / 4) as u32,
+        mmap_data: first && data_maps,
+        watermark: (ring_pages(o) * 4096 / 4) as u32,
+        stacks,
+    }
+}
+
+/// Data pages per CPU ring: four times more when each sample carries a user stack copy.
+fn ring_pages(o: &PerfOpts) -> usize {
+    match o.call_graph() {
+        Some(CallGraph::Dwarf(_)) => RING_PAGES * 4,
+        _ => RING_PAGES,
+    }
+}
+
+/// The start line's words for the stacks.
+fn describe_stacks(mode: Option<CallGraph>, max_stack: u16, tracepoints_only: bool) -> String {
+    let how = match mode {
+        None => return String::new(),
+        Some(CallGraph::Fp) => format!("call stacks by frame pointers, up to {max_stack} frames"),
+        Some(CallGraph::Dwarf(n)) => format!(
+            "call stacks: kernel frames up to {max_stack}, user registers and {n} bytes of user stack (unwound at report time)"
+        ),
+    };
+    if tracepoints_only {
+        format!("; {how} (tracepoints through perf_event_open: tracefs records no user stacks)")
+    } else {
+        format!("; {how}")
     }
 }
 
@@ -130,6 +248,19 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let needs_tracefs = specs.iter().any(|s| matches!(s.kind, Kind::Tracepoint { .. }));
     let tfs = if needs_tracefs { Some(tp_tracefs::Tracefs::discover()?) } else { None };
     let evs = events::resolve(&specs, &mut MachineLookups::new(tfs.as_ref(), program.as_deref()))?;
+    let mode = req.opts.call_graph();
+    let limit = tp_perf::max_stack().unwrap_or(127);
+    let max_stack = match (mode, req.opts.max_stack) {
+        (None, Some(_)) => bail!("--max-stack limits call stacks: give -g or --call-graph too"),
+        (_, Some(n)) if n > limit => bail!(
+            "--max-stack {n}: the kernel allows at most {limit} frames (kernel.perf_event_max_stack)"
+        ),
+        (_, Some(0)) => bail!("--max-stack 0: give at least 1 frame"),
+        (_, n) => n.unwrap_or(limit),
+    };
+    if matches!(mode, Some(CallGraph::Dwarf(_))) && !cfg!(target_arch = "x86_64") {
+        bail!("--call-graph dwarf: tp knows the user registers of x86-64 only; use -g (frame pointers)");
+    }
 
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let mut child = match req.command.first() {
@@ -165,8 +296,17 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut counters: Vec<Counter> = Vec::new();
     let mut start_line = Vec::new();
     let faults = evs.iter().any(Event::is_page_fault);
+    let data_maps = faults || matches!(mode, Some(CallGraph::Dwarf(_)));
     for (i, ev) in evs.iter().enumerate() {
-        let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1, faults);
+        let stacks = stacks_of(ev, mode, max_stack);
+        // A tracepoint is hit in the kernel: excluding the kernel would drop every sample,
+        // so with stacks `:u`/`:k` choose the stack's part only (stacks_of).
+        let mut ev = ev.clone();
+        if mode.is_some() && ev.class == Class::Tracepoint {
+            ev.modifiers = Default::default();
+        }
+        let ev = &ev;
+        let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1, data_maps, stacks);
         let per_task = child.is_some() || !threads.is_empty();
         let o = CounterOptions {
             inherit: per_task,
@@ -182,7 +322,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
                 let c = Counter::open(ev, t, &o, None)?;
                 ids.push(c.id()?);
                 if owners.len() == k {
-                    rings.push((cpu, Ring::map(&c, RING_PAGES)?));
+                    rings.push((cpu, Ring::map(&c, ring_pages(req.opts))?));
                     owners.push(counters.len());
                 } else {
                     c.set_output(&counters[owners[k]])?;
@@ -202,17 +342,18 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     if child.is_none() {
         let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
         for pid in pids {
-            synthesize_task(&mut w, pid, faults)
+            synthesize_task(&mut w, pid, data_maps)
                 .with_context(|| format!("writing {}", out_path.display()))?;
         }
     }
     if !req.quiet {
         eprintln!(
-            "tp: recording through perf_event_open into {}: {}; {} CPUs, {} KiB ring each, CLOCK_MONOTONIC",
+            "tp: recording through perf_event_open into {}: {}{}; {} CPUs, {} KiB ring each, CLOCK_MONOTONIC",
             out_path.display(),
             start_line.join(", "),
+            describe_stacks(mode, max_stack, !perf_door_without_stacks(req.opts, req.events)),
             cpus.len(),
-            RING_PAGES * 4
+            ring_pages(req.opts) * 4
         );
     }
     if child.is_none() {
