@@ -6,8 +6,10 @@
 //! the loop divided by N; with THREADS > 1, the mean over threads). Recording details
 //! (events, lost) and the thread-CPU-time cost, which leaves out time the core spent on
 //! other processes, go to stderr, with the whole process's CPU time over the enabled loop
-//! (the recorder's background thread included) per event. `TP_PAGES` sets the pages per
-//! thread buffer (default 8192, 32 MiB, like the peer's 8 x 4 MiB sub-buffers).
+//! (the recorder's background thread included) per event. It also prints `tp rdtsc X
+//! ns/read`: back-to-back `rdtsc` reads timed just before the enabled loop, the clock read
+//! each event makes, whose cost is the host's (it moves between runs of the same binary).
+//! The recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer.
 
 use std::time::Instant;
 
@@ -75,12 +77,12 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("overhead.tp");
     // 32 MiB per thread, like the peer's 8 x 4 MiB sub-buffers.
-    let rec = tp::Recorder::builder(&path)
-        .pages_per_thread(
-            std::env::var("TP_PAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(8192),
-        )
-        .start()
-        .expect("recorder");
+    let mut b = tp::Recorder::builder(&path);
+    if let Some(p) = std::env::var("TP_PAGES").ok().and_then(|s| s.parse().ok()) {
+        b = b.pages_per_thread(p);
+    }
+    println!("tp rdtsc {:.2} ns/read", rdtsc_ns());
+    let rec = b.start().expect("recorder");
     let p0 = process_cpu_ns();
     let (enabled, enabled_cpu) = run(n, threads);
     let process_cpu = (process_cpu_ns() - p0) as f64 / (n as f64 * threads as f64);
@@ -91,15 +93,35 @@ fn main() {
     );
     eprintln!("tp process-cpu-time over the enabled loop: {process_cpu:.2} ns/event (all threads)");
     eprintln!(
-        "tp recorded {} events, lost {}, {} pages in {} streams ({} threads, clock {})",
+        "tp recorded {} events, lost {}, {} pages in {} streams, file {} bytes, held at most {} MiB ({} threads, clock {})",
         stats.events,
         stats.lost,
         stats.pages,
         stats.streams,
+        stats.bytes,
+        stats.held_peak >> 20,
         threads,
         if tp::clock::uses_tsc() { "tsc->mono" } else { "clock_gettime" }
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Wall ns per `rdtsc` read, back to back (10 million reads).
+fn rdtsc_ns() -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let n = 10_000_000u64;
+        let t = Instant::now();
+        let mut x = 0u64;
+        for _ in 0..n {
+            // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
+            x = x.wrapping_add(unsafe { core::arch::x86_64::_rdtsc() });
+        }
+        std::hint::black_box(x);
+        t.elapsed().as_nanos() as f64 / n as f64
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    f64::NAN
 }
 
 /// This thread's CPU time: the cost without the time other processes took the core.

@@ -3,8 +3,9 @@
 //! `cargo run --release --example sustained -p tp -- RATE [SECONDS]` fires the benchmark
 //! event (int, int, long) at RATE events/s (e.g. `20e6`) for SECONDS (default 2) on one
 //! thread with the recorder on, paced against the clock, and prints one line:
-//! `tp sustained RATE events/s for S s: recorded E, lost L (P%)`. `TP_PAGES` sets the pages
-//! per thread buffer (default 8192, 32 MiB, as in the `overhead` example).
+//! `tp sustained RATE events/s for S s: recorded E, lost L (P%)`, with the file's size and
+//! the most memory the recorder held for pages waiting to be compressed. The recorder runs
+//! at its defaults; `TP_PAGES` sets the pages per thread buffer.
 
 use std::time::{Duration, Instant};
 
@@ -27,12 +28,11 @@ fn main() {
     tp::registry::init();
     let dir = std::env::temp_dir().join(format!("tp-sustained-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let rec = tp::Recorder::builder(dir.join("sustained.tp"))
-        .pages_per_thread(
-            std::env::var("TP_PAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(8192),
-        )
-        .start()
-        .expect("recorder");
+    let mut b = tp::Recorder::builder(dir.join("sustained.tp"));
+    if let Some(p) = std::env::var("TP_PAGES").ok().and_then(|s| s.parse().ok()) {
+        b = b.pages_per_thread(p);
+    }
+    let rec = b.start().expect("recorder");
     let total = (rate * secs) as u64;
     let start = Instant::now();
     let mut fired = 0u64;
@@ -51,10 +51,12 @@ fn main() {
     let stats = rec.stop().expect("write recording");
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "tp sustained {:.0} events/s for {took:.2} s: recorded {}, lost {} ({:.2}%)",
+        "tp sustained {:.0} events/s for {took:.2} s: recorded {}, lost {} ({:.2}%), file {} MB, held at most {} MiB",
         total as f64 / took,
         stats.events,
         stats.lost,
-        100.0 * stats.lost as f64 / total.max(1) as f64
+        100.0 * stats.lost as f64 / total.max(1) as f64,
+        stats.bytes / 1_000_000,
+        stats.held_peak >> 20
     );
 }

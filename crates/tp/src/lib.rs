@@ -106,6 +106,7 @@ pub mod recorder;
 pub mod registry;
 mod ring;
 mod site;
+mod spool;
 pub mod text;
 
 pub use field::CharArray;

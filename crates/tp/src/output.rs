@@ -70,6 +70,9 @@ pub struct Stats {
     pub streams: usize,
     /// Bytes of the file.
     pub bytes: u64,
+    /// Most bytes of pages held in memory at once, waiting to be compressed (a burst that
+    /// came faster than the background thread compresses).
+    pub held_peak: u64,
 }
 
 /// Errors of the recorder: what failed and on which path.
@@ -168,6 +171,8 @@ pub(crate) struct Spooled {
     pub streams: Vec<Stream>,
     /// The spool files hold zstd chunks ([`Chunker`]), else whole pages.
     pub chunked: bool,
+    /// See [`Stats::held_peak`].
+    pub peak_held: u64,
 }
 
 pub(crate) fn write(
@@ -175,7 +180,7 @@ pub(crate) fn write(
     compression: Compression,
     spooled: Result<Spooled, RecordError>,
 ) -> Result<Stats, RecordError> {
-    let Spooled { dir, streams, chunked } = spooled?;
+    let Spooled { dir, streams, chunked, peak_held } = spooled?;
     let err = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |source| RecordError::Io { path: p, op, source }
@@ -220,5 +225,6 @@ pub(crate) fn write(
         pages: streams.iter().map(|s| s.pages).sum(),
         streams: streams.len(),
         bytes: written.bytes,
+        held_peak: peak_held,
     })
 }

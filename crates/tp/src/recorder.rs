@@ -3,14 +3,13 @@
 //! `output`) when the recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
 //! the main thread).
 
-use crate::clock::{Anchors, Conversion};
+use crate::clock::Anchors;
 use crate::ctx::{self, ReadGuard, ThreadCtx};
-use crate::output::{io_err, Chunker, Spooled, Stream};
+use crate::output::{io_err, Chunker};
 pub use crate::output::{RecordError, Stats};
 use crate::record::{Common, RecordWriter};
-use crate::ring::{convert_page, PageRing, Ring, GENERATION, PAGE_SIZE};
-use std::fs::File;
-use std::io::Write;
+use crate::ring::{PageRing, Ring, GENERATION};
+use crate::spool::Spool;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
@@ -55,11 +54,14 @@ pub struct RecorderBuilder {
     path: PathBuf,
     pages_per_thread: usize,
     compression: Compression,
+    max_held: usize,
 }
 
 impl RecorderBuilder {
-    /// Pages (4 KiB each) in each thread's buffer; default 256 (1 MiB). When the background
-    /// thread falls behind and a buffer is full, new events are dropped and counted.
+    /// Pages (4 KiB each) in each thread's buffer; default 1024 (4 MiB: a thread firing
+    /// back to back fills it in about 2 ms, time enough for the background thread to wake and
+    /// take its pages). When the background thread falls behind and a buffer is full, new
+    /// events are dropped and counted.
     pub fn pages_per_thread(mut self, n: usize) -> Self {
         self.pages_per_thread = n.max(2);
         self
@@ -72,6 +74,14 @@ impl RecorderBuilder {
     /// sets it for [`crate::init_from_env`].
     pub fn compression(mut self, c: Compression) -> Self {
         self.compression = c;
+        self
+    }
+
+    /// Most bytes of pages the background thread holds in memory while a burst comes faster
+    /// than it compresses (default 512 MiB, about 19 million three-integer events; used only
+    /// while a burst waits). 0: never hold; a ring that fills drops events.
+    pub fn max_held_bytes(mut self, n: usize) -> Self {
+        self.max_held = n;
         self
     }
 
@@ -105,7 +115,7 @@ impl RecorderBuilder {
             // assembled.
             Compression::None | Compression::Zlib => None,
         };
-        let spool = Spool::new(spool_dir.clone(), anchors, chunker);
+        let spool = Spool::new(spool_dir.clone(), anchors, chunker, self.max_held);
         let drain = std::thread::Builder::new()
             .name("tp-recorder".into())
             .spawn(move || drain_loop(sh, spool))
@@ -139,7 +149,12 @@ pub struct Recorder {
 impl Recorder {
     /// Record into `path` (see the crate docs for the file format).
     pub fn builder(path: impl Into<PathBuf>) -> RecorderBuilder {
-        RecorderBuilder { path: path.into(), pages_per_thread: 256, compression: Compression::Zstd }
+        RecorderBuilder {
+            path: path.into(),
+            pages_per_thread: 1024,
+            compression: Compression::Zstd,
+            max_held: 512 << 20,
+        }
     }
 
     /// Start recording into `path` with default settings.
@@ -311,132 +326,6 @@ fn thread_comm() -> String {
     }
 }
 
-/// Per-stream spool files, filled by the background thread: each page it takes gets its
-/// timestamps converted to ns (`ring::convert_page`), then goes to the file as it is or in
-/// compressed trace.dat v7 chunks, so that the file is assembled by copying (in `output`).
-struct Spool {
-    dir: PathBuf,
-    /// Clock calibration points over the recording, and the conversion they give.
-    anchors: Anchors,
-    conv: Conversion,
-    /// Compresses pages (zstd), or none: pages are stored as they are.
-    chunker: Option<Chunker>,
-    /// Indexed by stream number.
-    streams: Vec<Option<(File, Stream)>>,
-    error: Option<RecordError>,
-    /// Full pages left in the rings after the last `drain_all`.
-    waiting: usize,
-}
-
-impl Spool {
-    fn new(dir: PathBuf, anchors: Anchors, chunker: Option<Chunker>) -> Spool {
-        let conv = anchors.conversion();
-        Spool { dir, anchors, conv, chunker, streams: Vec::new(), error: None, waiting: 0 }
-    }
-
-    /// Take a clock calibration point: later pages convert with it.
-    fn anchor(&mut self) {
-        self.anchors.add();
-        self.conv = self.anchors.conversion();
-    }
-
-    /// Append a run of whole pages of `ring` to its spool file.
-    fn pages(&mut self, ring: &Ring, run: &mut [u8]) {
-        if self.error.is_none() {
-            if let Err(e) = self.append(ring, run) {
-                self.error = Some(e);
-            }
-        }
-    }
-
-    fn append(&mut self, ring: &Ring, run: &mut [u8]) -> Result<(), RecordError> {
-        if self.streams.len() <= ring.cpu {
-            self.streams.resize_with(ring.cpu + 1, || None);
-        }
-        let (file, stream) = match &mut self.streams[ring.cpu] {
-            Some(s) => s,
-            slot => {
-                let spool = self.dir.join(format!("cpu{}", ring.cpu));
-                let f = File::create(&spool).map_err(io_err(&spool, "create"))?;
-                let s = Stream {
-                    spool,
-                    pages: 0,
-                    events: 0,
-                    tid: ring.tid,
-                    comm: ring.comm.clone(),
-                    lost: 0,
-                    last_ns: 0,
-                };
-                slot.insert((f, s))
-            }
-        };
-        for page in run.chunks_exact_mut(PAGE_SIZE) {
-            convert_page(page, &mut stream.last_ns, |raw| self.conv.ns(raw));
-        }
-        let bytes = match &mut self.chunker {
-            Some(c) => c.chunks(run).map_err(io_err(&stream.spool, "compress pages for"))?,
-            None => run,
-        };
-        file.write_all(bytes).map_err(io_err(&stream.spool, "write"))?;
-        stream.pages += (run.len() / PAGE_SIZE) as u64;
-        Ok(())
-    }
-
-    /// Take the counters of `ring`: events in its finished pages, events dropped.
-    fn count(&mut self, ring: &Ring) {
-        if let Some(Some((_, s))) = self.streams.get_mut(ring.cpu) {
-            s.events = ring.pages.events();
-            s.lost = ring.pages.lost();
-        }
-    }
-
-    /// Drain a ring whose producer is gone for good.
-    fn drain_closed(&mut self, r: &Ring) {
-        r.pages.drain(|p| self.pages(r, p));
-        self.count(r);
-    }
-
-    /// Take the full pages of every ring that holds a batch of them, or of every ring when
-    /// `all`.
-    fn drain_all(&mut self, sh: &Shared, all: bool) -> Drained {
-        let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut d = Drained::default();
-        let mut waiting = 0;
-        for r in &rings {
-            let cap = r.pages.capacity();
-            let ready = r.pages.ready();
-            if all || ready >= batch_pages(cap) {
-                d.active |= r.pages.drain(|p| self.pages(r, p)) > 0;
-                self.count(r);
-            }
-            let left = r.pages.ready();
-            waiting += left;
-            d.behind |= left > cap / 2;
-        }
-        // Pages arrived since the last look (taken, or more left waiting than then).
-        d.active |= waiting > self.waiting;
-        self.waiting = waiting;
-        d
-    }
-}
-
-#[derive(Default)]
-struct Drained {
-    /// Full pages arrived since the previous call.
-    active: bool,
-    /// Some ring is still more than half full.
-    behind: bool,
-}
-
-/// The background thread takes a ring's pages once this many are full (or every
-/// [`MAX_HOLD`]): one write per batch instead of one per page. Big writes cost less per page,
-/// and a consumer taking each page right behind the producer measured slower producers (about
-/// 20 instead of 12.5 ns/event in runs where it kept up page by page, before the producer's
-/// and consumer's cache lines were separated too).
-fn batch_pages(capacity: usize) -> usize {
-    (capacity / 4).clamp(1, 256)
-}
-
 /// How often the background thread looks at the rings while events arrive; when none do, it
 /// looks less and less often, down to every [`IDLE_POLL`] (a producer whose ring is half
 /// full wakes it at once).
@@ -484,7 +373,9 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         if all {
             last_all = Instant::now();
         }
-        let drained = spool.drain_all(&sh, all);
+        let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let drained = spool.drain_all(&rings, all);
+        drop(rings);
         // Retire rings of exited threads once drained.
         let closed: Vec<Arc<Ring>> = {
             let mut rings = sh.rings.lock().unwrap_or_else(|e| e.into_inner());
@@ -518,7 +409,11 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
             last_anchor = Instant::now();
         }
         poll = if drained.active { POLL } else { (poll * 2).min(IDLE_POLL) };
-        if !drained.behind {
+        if !drained.rings_behind {
+            // Held pages are written while the rings leave time, a step at a time.
+            spool.work_held();
+        }
+        if !drained.rings_behind && !spool.holding() {
             sh.wake.wait(poll);
         }
     }
@@ -562,16 +457,7 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
         spool.drain_closed(r);
     }
     let _ = act.started;
-    Some(crate::output::write(&act.path, act.compression, spool_into_streams(spool)))
-}
-
-fn spool_into_streams(spool: Spool) -> Result<Spooled, RecordError> {
-    if let Some(e) = spool.error {
-        return Err(e);
-    }
-    // Closing the files is all the flushing they need (no user-space buffers).
-    let streams = spool.streams.into_iter().flatten().map(|(_, s)| s).collect();
-    Ok(Spooled { dir: spool.dir, streams, chunked: spool.chunker.is_some() })
+    Some(crate::output::write(&act.path, act.compression, spool.finish()))
 }
 
 fn install_exit_hooks() {
@@ -600,61 +486,4 @@ fn install_exit_hooks() {
 /// Is a recording running?
 pub fn is_recording() -> bool {
     GENERATION.load(Ordering::Relaxed) != 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The same pages spooled compressed and as they are: the chunks decompress to exactly
-    /// the uncompressed spool (timestamps converted the same way), in chunks of whole pages.
-    #[test]
-    fn compressed_spool_holds_the_same_pages() {
-        let ring =
-            Ring { pages: PageRing::with_nudge(300, None), cpu: 0, tid: 7, comm: "t".into() };
-        for i in 0..30_000u64 {
-            // SAFETY: this test is the only producer.
-            let dst = unsafe { ring.pages.reserve(24, 1_000 + i * 37 + (i % 5)) }.unwrap();
-            // SAFETY: `reserve` gave 24 writable bytes.
-            unsafe { std::ptr::copy_nonoverlapping(i.to_le_bytes().as_ptr(), dst.add(8), 8) };
-        }
-        // SAFETY: as above.
-        unsafe { ring.pages.finish_page() };
-        let mut pages = Vec::new();
-        ring.pages.drain(|run| pages.extend_from_slice(run));
-        assert!(pages.len() / PAGE_SIZE > 2 * crate::output::CHUNK_PAGES);
-
-        let dir = std::env::temp_dir().join(format!("tp-spool-test-{}", std::process::id()));
-        let spooled = |chunker: Option<Chunker>, name: &str| {
-            let d = dir.join(name);
-            std::fs::create_dir_all(&d).unwrap();
-            // Half a ns per raw unit.
-            let anchors = Anchors::with_points(vec![(0, 10), (2_000_000, 1_000_010)]);
-            let mut spool = Spool::new(d.clone(), anchors, chunker);
-            let mut copy = pages.clone();
-            // In two runs, as the background thread takes them.
-            let (a, b) = copy.split_at_mut(5 * PAGE_SIZE);
-            spool.pages(&ring, a);
-            spool.pages(&ring, b);
-            assert!(spool.error.is_none());
-            std::fs::read(d.join("cpu0")).unwrap()
-        };
-        let plain = spooled(None, "plain");
-        let packed = spooled(Some(Chunker::new().unwrap()), "packed");
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(plain.len(), pages.len());
-        assert_ne!(plain, pages, "timestamps were converted");
-        assert!(packed.len() * 3 < plain.len(), "{} -> {}", plain.len(), packed.len());
-        let mut unpacked = Vec::new();
-        let mut at = 0;
-        while at < packed.len() {
-            let word = |o: usize| u32::from_le_bytes(packed[o..o + 4].try_into().unwrap()) as usize;
-            let (zsize, size) = (word(at), word(at + 4));
-            assert!(size % PAGE_SIZE == 0 && size <= crate::output::CHUNK_PAGES * PAGE_SIZE);
-            let frame = &packed[at + 8..at + 8 + zsize];
-            unpacked.extend(zstd::bulk::decompress(frame, size).unwrap());
-            at += 8 + zsize;
-        }
-        assert_eq!(unpacked, plain);
-    }
 }
