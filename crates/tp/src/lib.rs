@@ -105,6 +105,7 @@ mod record;
 pub mod recorder;
 pub mod registry;
 mod ring;
+pub mod sdt;
 mod site;
 mod spool;
 pub mod text;
@@ -114,6 +115,7 @@ pub use read::Recording;
 pub use record::Common;
 pub use recorder::{RecordError, Recorder, RecorderBuilder, Stats};
 pub use registry::{add_sink, disable, enable, find, set_events, tracepoints, SinkHandle};
+pub use sdt::{Gate, SdtArg};
 pub use site::{Event, Meta, ProbeHandle, Site};
 pub use text::TextSink;
 
@@ -216,6 +218,7 @@ pub mod __private {
     pub use crate::printk::{check as check_printk, Msg};
     pub use crate::record::{Common, RecordWriter};
     pub use crate::registry::TRACEPOINTS;
+    pub use crate::sdt::SEMAPHORE;
     pub use crate::site::{Emit, Everything, Meta, RecordOnly, TypedProbe, RECORD};
     pub use core::marker::PhantomData;
     pub use linkme;

@@ -91,10 +91,20 @@ macro_rules! trace_event {
                 line: ::core::line!(),
             };
 
+            /// The word `trace_NAME` tests; its low half is the SDT semaphore, so it sits
+            /// in `.probes` as `<sys/sdt.h>` semaphores do.
+            #[doc(hidden)]
+            #[allow(non_upper_case_globals)]
+            #[cfg_attr(
+                all(target_arch = "x86_64", target_os = "linux"),
+                unsafe(link_section = ".probes")
+            )]
+            static [<__TP_GATE_ $name>]: $crate::Gate = $crate::Gate::new();
+
             #[doc(hidden)]
             #[allow(non_upper_case_globals)]
             $vis static [<__tp_site_ $name>]: $crate::Site =
-                $crate::Site::new(&[<__TP_META_ $name>]);
+                $crate::Site::new(&[<__TP_META_ $name>], &[<__TP_GATE_ $name>]);
 
             #[$crate::__private::linkme::distributed_slice($crate::__private::TRACEPOINTS)]
             #[linkme(crate = $crate::__private::linkme)]
@@ -105,16 +115,28 @@ macro_rules! trace_event {
             #[inline(always)]
             #[allow(dead_code)]
             $vis fn [<trace_ $name>]($($arg: $aty),*) {
-                let __tp_state = [<__tp_site_ $name>].state();
-                if __tp_state != 0 {
-                    [<__tp_fire_ $name>](__tp_state, $($arg),*);
+                let __tp_gate = [<__TP_GATE_ $name>].load();
+                if __tp_gate != 0 {
+                    [<__tp_fire_ $name>](__tp_gate, $($arg),*);
                 }
             }
 
+            /// Something listens: an external tracer at the SDT probe point (semaphore
+            /// set), or probes, the recorder or sinks in the process (state).
             #[cold]
             #[inline(never)]
             #[allow(dead_code, clippy::too_many_arguments)]
-            fn [<__tp_fire_ $name>](__tp_state: u8, $($arg: $aty),*) {
+            fn [<__tp_fire_ $name>](__tp_gate: u32, $($arg: $aty),*) {
+                if __tp_gate & $crate::__private::SEMAPHORE != 0 {
+                    $crate::__tp_sdt_probe!(
+                        $system, $name, [<__tp_fire_ $name>], [<__TP_GATE_ $name>],
+                        $($arg : $aty),*
+                    );
+                }
+                let __tp_state = $crate::Gate::state_of(__tp_gate);
+                if __tp_state == 0 {
+                    return;
+                }
                 if __tp_state == $crate::__private::RECORD {
                     [<__tp_build_ $name>](
                         $crate::__private::RecordOnly(&[<__tp_site_ $name>]),

@@ -3,7 +3,8 @@
 use crate::ctx::{self, ReadGuard, ThreadCtx};
 use crate::field::FieldDesc;
 use crate::record::{self, Common, RecordWriter};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, AtomicU8, Ordering};
+use crate::sdt::Gate;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use tp_format::format::{Field, FieldKind};
 use tp_format::EventFormat;
@@ -99,8 +100,9 @@ static NEXT_PROBE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A tracepoint: a static site in the `tp` linker section holding its name, state and probes.
 pub struct Site {
-    /// Nonzero when anything listens: the only thing the disabled path reads.
-    state: AtomicU8,
+    /// Nonzero when anything listens: the only thing the disabled path reads (its own
+    /// static, in `.probes`: its low half is the site's SDT semaphore, see [`crate::sdt`]).
+    gate: &'static Gate,
     id: AtomicU16,
     /// Enabled by [`crate::enable`] / `TP_EVENTS` (for the recorder and sinks).
     enabled: AtomicBool,
@@ -117,9 +119,9 @@ impl std::fmt::Debug for Site {
 
 impl Site {
     #[doc(hidden)]
-    pub const fn new(meta: &'static Meta) -> Site {
+    pub const fn new(meta: &'static Meta, gate: &'static Gate) -> Site {
         Site {
-            state: AtomicU8::new(0),
+            gate,
             id: AtomicU16::new(0),
             enabled: AtomicBool::new(true),
             probes: AtomicPtr::new(core::ptr::null_mut()),
@@ -128,15 +130,22 @@ impl Site {
         }
     }
 
-    /// The hot-path test: one relaxed load.
+    /// The in-process state: which of probes, recorder and sinks listen.
     #[inline(always)]
     pub fn state(&self) -> u8 {
-        self.state.load(Ordering::Relaxed)
+        Gate::state_of(self.gate.load())
     }
 
     /// True when a probe, the recorder or a sink will see the next event.
     pub fn is_active(&self) -> bool {
         self.state() != 0
+    }
+
+    /// Number of external tracers' uprobes on the site's SDT probe point (its semaphore,
+    /// which the kernel maintains): nonzero while e.g. `tp record -e sdt_SYSTEM:NAME` traces
+    /// this process.
+    pub fn sdt_attached(&self) -> u16 {
+        self.gate.semaphore()
     }
 
     pub fn system(&self) -> &'static str {
@@ -205,7 +214,7 @@ impl Site {
         if self.is_enabled() && sinks {
             s |= SINKS;
         }
-        self.state.store(s, Ordering::Release);
+        self.gate.set_state(s);
     }
 
     fn add(&'static self, f: ProbeFn) -> ProbeHandle {
