@@ -8,7 +8,10 @@
 //! other processes, go to stderr, with the whole process's CPU time over the enabled loop
 //! (the recorder's background thread included) per event. It also prints `tp rdtsc X
 //! ns/read`: back-to-back `rdtsc` reads timed just before the enabled loop, the clock read
-//! each event makes, whose cost is the host's (it moves between runs of the same binary).
+//! each event makes, whose cost is the host's (it moves between runs of the same binary),
+//! and `tp rdtsc-busy Y ns/read`: the same while another thread compresses pages with zstd
+//! as the recorder's background thread does (if the two CPUs are hyperthreads of one core
+//! on the host, that thread slows the reads).
 //! The recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer.
 
 use std::time::Instant;
@@ -81,7 +84,10 @@ fn main() {
     if let Some(p) = std::env::var("TP_PAGES").ok().and_then(|s| s.parse().ok()) {
         b = b.pages_per_thread(p);
     }
-    println!("tp rdtsc {:.2} ns/read", rdtsc_ns());
+    let (rdtsc_wall, rdtsc_cpu) = rdtsc_ns();
+    println!("tp rdtsc {rdtsc_wall:.2} ns/read");
+    let (busy_wall, busy_cpu) = beside_compression(rdtsc_ns);
+    println!("tp rdtsc-busy {busy_wall:.2} ns/read");
     let rec = b.start().expect("recorder");
     let p0 = process_cpu_ns();
     let (enabled, enabled_cpu) = run(n, threads);
@@ -91,6 +97,7 @@ fn main() {
     eprintln!(
         "tp thread-cpu-time: disabled {disabled_cpu:.2} ns/event, enabled {enabled_cpu:.2} ns/event"
     );
+    eprintln!("tp rdtsc thread-cpu-time: {rdtsc_cpu:.2} ns/read, {busy_cpu:.2} beside compression");
     eprintln!("tp process-cpu-time over the enabled loop: {process_cpu:.2} ns/event (all threads)");
     eprintln!(
         "tp recorded {} events, lost {}, {} pages in {} streams, file {} bytes, held at most {} MiB ({} threads, clock {})",
@@ -106,22 +113,58 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Wall ns per `rdtsc` read, back to back (10 million reads).
-fn rdtsc_ns() -> f64 {
+/// Wall and thread-CPU ns per `rdtsc` read, back to back (10 million reads).
+fn rdtsc_ns() -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     {
         let n = 10_000_000u64;
         let t = Instant::now();
+        let c0 = cpu_ns();
         let mut x = 0u64;
         for _ in 0..n {
             // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
             x = x.wrapping_add(unsafe { core::arch::x86_64::_rdtsc() });
         }
+        let cpu = (cpu_ns() - c0) as f64 / n as f64;
         std::hint::black_box(x);
-        t.elapsed().as_nanos() as f64 / n as f64
+        (t.elapsed().as_nanos() as f64 / n as f64, cpu)
     }
     #[cfg(not(target_arch = "x86_64"))]
-    f64::NAN
+    (f64::NAN, f64::NAN)
+}
+
+/// Run `f` while another thread compresses pages of the benchmark event (zstd -1, 64 pages
+/// per chunk, as the recorder does) in a loop.
+fn beside_compression<R>(f: impl FnOnce() -> R) -> R {
+    // Pages like the recorder's: 4-byte header, 8 common bytes, then a, b, c.
+    let mut pages = vec![0u8; 64 * 4096];
+    for (i, page) in pages.chunks_exact_mut(4096).enumerate() {
+        page[8..16].copy_from_slice(&4080u64.to_le_bytes());
+        for (k, ev) in page[16..].chunks_exact_mut(28).enumerate() {
+            let n = (i * 145 + k) as u32;
+            ev[0..4].copy_from_slice(&((n % 13 + 20) << 5 | 7).to_le_bytes());
+            ev[4..8].copy_from_slice(&40000u32.to_le_bytes());
+            ev[8..12].copy_from_slice(&1234u32.to_le_bytes());
+            ev[12..16].copy_from_slice(&n.to_le_bytes());
+            ev[16..20].copy_from_slice(&7u32.to_le_bytes());
+            ev[20..28].copy_from_slice(&(n as u64 * 3).to_le_bytes());
+        }
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut z = zstd::bulk::Compressor::new(-1).expect("zstd");
+            let mut out = vec![0u8; zstd::zstd_safe::compress_bound(pages.len())];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::black_box(z.compress_to_buffer(&pages[..], &mut out[..]).ok());
+            }
+        });
+        // Let the compressing thread start.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let r = f();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    })
 }
 
 /// This thread's CPU time: the cost without the time other processes took the core.
