@@ -18,6 +18,7 @@ use tp_tracefs::guard::{Action, Guard};
 use tp_tracefs::process::{self, ExitStatus, Signals};
 use tp_tracefs::{CaptureConfig, CpuStats};
 
+mod maps;
 pub mod output;
 pub mod perf;
 mod rescue;
@@ -296,6 +297,20 @@ fn record(
     if inst.is_owned() && inst.dir() != own_instance {
         guard.register(&Action::Instance(inst.dir().to_path_buf()))?;
     }
+    // The traced processes' mappings (for naming addresses), from before the command runs.
+    let child_pid = child.as_ref().map(|c| c.pid());
+    let maps = match maps::MapsRecorder::start(
+        child_pid,
+        &args.trace.pids,
+        &traced_pids,
+        args.trace.children,
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("tp: the traced processes' mappings are not saved: {e:#}");
+            None
+        }
+    };
     let cpus = inst.cpus()?;
     let mut outs = Vec::new();
     for &c in &cpus {
@@ -338,7 +353,17 @@ fn record(
         Stop::Signal(s) if child.is_some() => 128 + s,
         _ => 0,
     };
-    let meta = output::Metadata::collect(&tfs, &inst, &events, stats)?;
+    let mut meta = output::Metadata::collect(&tfs, &inst, &events, stats)?;
+    if let Some(m) = maps {
+        let saved = m.finish();
+        if saved.lost > 0 && !args.quiet {
+            eprintln!(
+                "tp: {} records of the traced processes' mappings were lost (more than the side-band ring holds): some addresses stay unnamed",
+                saved.lost
+            );
+        }
+        meta.file.procmaps = saved.procmaps;
+    }
     let page_size = meta.page_size();
     let files: Vec<(u32, PathBuf)> = per_cpu.iter().map(|c| (c.cpu, tmp.path(c.cpu))).collect();
     let full_cpus: Vec<u32> = per_cpu.iter().filter(|c| c.disk_full).map(|c| c.cpu).collect();

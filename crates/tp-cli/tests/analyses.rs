@@ -783,3 +783,70 @@ fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
     let not = v["not_recorded"].as_array().unwrap();
     assert!(!not.iter().any(|m| m.as_str().unwrap().starts_with("major")), "{v}");
 }
+
+/// `tp record -- CMD` saves the command's mappings in the trace.dat (trace-cmd's PROCMAPS
+/// option, which `trace-cmd dump --options` prints and `trace-cmd report` reads past), and
+/// `tp faults` counts faults per mapping: equal to a computation over `tp report --json`'s
+/// fault addresses looked up in trace-cmd's dump of those maps.
+#[test]
+fn faults_of_a_trace_dat_per_mapping_from_its_saved_maps() {
+    require_tracefs();
+    let tmp = Tmp::new("dat-maps");
+    let src = tmp.path("f.c");
+    std::fs::write(&src, FAULTS_PROG).unwrap();
+    let exe = tmp.path("f");
+    run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
+    let data = tmp.path("data.bin");
+    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let file = tmp.path("t.dat");
+    run(Command::new(TP)
+        .args(["record", "-q", "-e", "exceptions", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg(&data));
+    run(Command::new("trace-cmd").arg("report").arg(&file));
+    let dump = run(Command::new("trace-cmd").args(["dump", "--options"]).arg(&file));
+    // pid -> [(start, end, name)] from each PROCMAPS option: `PID NR COMM`, NR lines.
+    let dump = String::from_utf8_lossy(&dump.stdout).into_owned();
+    let mut maps: HashMap<i64, Vec<(u64, u64, String)>> = HashMap::new();
+    let mut lines = dump.lines();
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    while let Some(l) = lines.next() {
+        if !l.contains("[Option PROCMAPS") {
+            continue;
+        }
+        let head: Vec<&str> = lines.next().unwrap().splitn(3, ' ').collect();
+        let pid = hex(head[0]) as i64;
+        for _ in 0..hex(head[1]) {
+            let f: Vec<&str> = lines.next().unwrap().splitn(3, ' ').collect();
+            maps.entry(pid).or_default().push((hex(f[0]), hex(f[1]), f[2].to_string()));
+        }
+    }
+    assert!(!maps.is_empty(), "no PROCMAPS in:\n{dump}");
+    let report = run(Command::new(TP).args(["report", "--json", "-i"]).arg(&file));
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for l in String::from_utf8_lossy(&report.stdout).lines() {
+        let e: Value = serde_json::from_str(l).unwrap();
+        if e["system"] != "exceptions" {
+            continue;
+        }
+        let addr = e["fields"]["address"].as_u64().unwrap();
+        let found = maps.get(&e["pid"].as_i64().unwrap()).and_then(|m| {
+            m.iter().find(|(s, end, _)| (*s..*end).contains(&addr)).map(|x| x.2.clone())
+        });
+        let name = found
+            .unwrap_or_else(|| if addr >= 1 << 63 { "[kernel]" } else { "[unknown]" }.to_string());
+        *want.entry(name).or_default() += 1;
+    }
+    let v = json(&run(Command::new(TP).args(["faults", "--json", "-i"]).arg(&file)));
+    let got: BTreeMap<String, u64> = v["mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["mapping"].as_str().unwrap().to_string(), m["faults"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    assert!(want["[anon]"] >= 64, "{want:?}");
+    assert!(want.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{want:?}");
+}

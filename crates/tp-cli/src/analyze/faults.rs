@@ -131,7 +131,15 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn fault(&mut self, pid: i32, kernel: bool, address: u64, ip: u64, error_code: u64) {
+    pub fn fault(
+        &mut self,
+        pid: i32,
+        kernel: bool,
+        address: u64,
+        ip: u64,
+        error_code: u64,
+        mapping: Option<&str>,
+    ) {
         let counted = !self.by_samples;
         self.total.add_tracepoint(counted, kernel, error_code);
         self.tasks.entry(pid).or_default().add_tracepoint(counted, kernel, error_code);
@@ -147,6 +155,9 @@ impl Stats {
         // page_fault_kernel's ip is in the kernel; page_fault_user's in user space.
         let process = if kernel { 0 } else { pid };
         *self.ips.entry((ip, kernel, process)).or_default() += 1;
+        if let Some(m) = mapping {
+            self.mappings.entry(m.to_string()).or_default().faults += 1;
+        }
     }
 
     /// A software fault event's sample: task `tid` of process `pid`, `major` when the
@@ -326,7 +337,10 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         }
         missing.push("fault duration: no event marks a fault's end".into());
     } else {
-        missing.push("major/minor, fault duration, mappings (/proc/PID/maps), user symbols and stacks: not in a recording of tracepoints (record -e major-faults -e minor-faults through perf_event_open, or tp faults -- CMD)".into());
+        missing.push("major/minor, fault duration and stacks: not in a recording of tracepoints (record -e major-faults -e minor-faults through perf_event_open, or tp faults -- CMD)".into());
+        if !tl.saved_maps() {
+            missing.push("mappings: the file holds none (tp record saves the maps of -p and -- CMD processes)".into());
+        }
     }
     let select = &args.select;
     let mut wanted = super::TaskFilter::new(select);
@@ -340,13 +354,20 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 return;
             }
             match kind {
-                Kind::Fault { kernel, address, ip, error } => stats.fault(
-                    e.pid,
-                    kernel,
-                    address.get(e.data) as u64,
-                    ip.get(e.data) as u64,
-                    error.get(e.data) as u64,
-                ),
+                Kind::Fault { kernel, address, ip, error } => {
+                    let address = address.get(e.data) as u64;
+                    // Mappings are per process: a thread's is its thread group's.
+                    let process = tl.cmdlines.tgid(e.pid).unwrap_or(e.pid);
+                    let mapping = (!maps.is_empty()).then(|| mapping_name(&maps, process, address));
+                    stats.fault(
+                        e.pid,
+                        kernel,
+                        address,
+                        ip.get(e.data) as u64,
+                        error.get(e.data) as u64,
+                        mapping.as_deref(),
+                    )
+                }
                 Kind::Filemap { dev, ino } => {
                     stats.filemap(dev.get(e.data) as u64, ino.get(e.data) as u64)
                 }
@@ -364,11 +385,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 stats.sampled += 1;
             }
             let kernel = matches!(s.misc & misc::CPUMODE_MASK, misc::KERNEL | misc::GUEST_KERNEL);
-            let mapping = s.addr.map(|a| match maps.find(pid, a) {
-                Some(m) => display_name(&m.name).to_string(),
-                None if a >= 1 << 63 => "[kernel]".to_string(),
-                None => "[unknown]".to_string(),
-            });
+            let mapping = s.addr.map(|a| mapping_name(&maps, pid, a));
             let stack =
                 s.callchain.map(|_| s.callchain().filter(|&a| a < PERF_CONTEXT_MAX).collect());
             stats.sample(
@@ -401,6 +418,15 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     }
     super::print(&out)?;
     Ok(if cov.errors.is_empty() { 0 } else { 1 })
+}
+
+/// The mapping or file `addr` is in, in process `pid`.
+fn mapping_name(maps: &Maps, pid: i32, addr: u64) -> String {
+    match maps.find(pid, addr) {
+        Some(m) => display_name(&m.name).to_string(),
+        None if addr >= 1 << 63 => "[kernel]".to_string(),
+        None => "[unknown]".to_string(),
+    }
 }
 
 /// What names addresses: the file's kallsyms (kernel), the mappings (user).
@@ -631,10 +657,10 @@ mod tests {
     #[test]
     fn counts_by_task_kind_page_and_ip() {
         let mut s = Stats::default();
-        s.fault(1, false, 0x1000_0010, 0x400000, PF_WRITE); // write, not present
-        s.fault(1, false, 0x1000_0ff0, 0x400000, PF_WRITE | PF_PROT); // copy-on-write
-        s.fault(1, false, 0x2000_0000, 0x2000_0000, PF_INSTR);
-        s.fault(2, true, 0x1000_0000, 0xffff_ffff_8100_0000, PF_WRITE);
+        s.fault(1, false, 0x1000_0010, 0x400000, PF_WRITE, None); // write, not present
+        s.fault(1, false, 0x1000_0ff0, 0x400000, PF_WRITE | PF_PROT, None); // copy-on-write
+        s.fault(1, false, 0x2000_0000, 0x2000_0000, PF_INSTR, None);
+        s.fault(2, true, 0x1000_0000, 0xffff_ffff_8100_0000, PF_WRITE, None);
         s.filemap(8 << 20 | 1, 42);
         let c = s.tasks[&1];
         assert_eq!((c.faults, c.user, c.kernel, c.write, c.instr, c.prot), (3, 3, 0, 2, 1, 1));
@@ -679,7 +705,7 @@ mod tests {
             Some(vec![1, 2]),
         );
         // The same faults seen by the tracepoints: kinds, not counted again.
-        s.fault(7, false, 0x5000_0123, 0x40_1000, PF_WRITE);
+        s.fault(7, false, 0x5000_0123, 0x40_1000, PF_WRITE, None);
         let c = s.tasks[&7];
         assert_eq!((c.faults, c.major, c.minor, c.user, c.write), (2, 1, 1, 1, 1));
         assert_eq!(s.total.faults, 3);

@@ -53,6 +53,18 @@ impl Maps {
         self.procs.insert(pid, copy);
     }
 
+    /// Every process with its mappings in address order (processes by pid).
+    pub fn processes(&self) -> impl Iterator<Item = (i32, impl Iterator<Item = &Map>)> {
+        let mut pids: Vec<i32> = self.procs.keys().copied().collect();
+        pids.sort_unstable();
+        pids.into_iter().map(move |p| (p, self.procs[&p].values()))
+    }
+
+    /// Whether no mapping is known.
+    pub fn is_empty(&self) -> bool {
+        self.procs.values().all(|m| m.is_empty())
+    }
+
     /// The mapping of process `pid` that holds `addr`.
     pub fn find(&self, pid: i32, addr: u64) -> Option<&Map> {
         let (_, m) = self.procs.get(&pid)?.range(..=addr).next_back()?;

@@ -356,6 +356,15 @@ impl Timeline {
         &self.input
     }
 
+    /// Whether the file holds the traced processes' mappings (a trace.dat's PROCMAPS; a
+    /// perf.data's MMAP records say for themselves).
+    pub fn saved_maps(&self) -> bool {
+        match &self.src {
+            Source::Dat(dat) => !dat.proc_maps().is_empty(),
+            Source::Perf { .. } => false,
+        }
+    }
+
     /// The format of `system:name`, if the file has it.
     pub fn event(&self, system: &str, name: &str) -> Option<&EventFormat> {
         self.formats().iter().find(|f| f.system == system && f.name == name)
@@ -419,6 +428,30 @@ impl Timeline {
         mut sink: impl FnMut(Ev<'_>),
     ) -> anyhow::Result<Coverage> {
         let mut names = Names::new(&self.cmdlines);
+        // The traced processes' mappings the recording saved, first.
+        for p in dat.proc_maps() {
+            // No file offset is stored: offsets are taken from each file's lowest mapping
+            // (an ELF file's addresses relative to where it is loaded).
+            let mut lowest: HashMap<&str, u64> = HashMap::new();
+            for m in &p.maps {
+                let l = lowest.entry(m.name.as_str()).or_insert(m.start);
+                *l = (*l).min(m.start);
+            }
+            for m in &p.maps {
+                let map = Mmap {
+                    pid: p.pid as u32,
+                    tid: p.pid as u32,
+                    addr: m.start,
+                    len: m.end.saturating_sub(m.start),
+                    pgoff: m.start - lowest[m.name.as_str()],
+                    file: None,
+                    prot: 0,
+                    flags: 0,
+                    filename: &m.name,
+                };
+                sink(Ev::Mmap { map: &map });
+            }
+        }
         let mut sources: Vec<(u32, Box<dyn PageSource + '_>)> = Vec::new();
         let mut total = 0;
         let bar = progress_bar(dat.file_len());

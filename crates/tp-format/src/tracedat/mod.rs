@@ -67,12 +67,14 @@
 
 pub(crate) mod bytes;
 mod compress;
+pub mod procmaps;
 mod read;
 mod records;
 mod source;
 mod write;
 
 pub use compress::Compression;
+pub use procmaps::{LibMap, ProcMaps};
 pub use read::{Buffer, BufferKind, CpuData, TraceDat, Tsc2Nsec};
 pub use records::{Item, Lost, PageSource, ReadPages, Record, Records};
 pub use write::{BufferPages, CpuPages, Metadata, WriteStats, Writer, WriterOptions};

@@ -52,6 +52,8 @@ pub struct Metadata {
     /// The writer's version (VERSION option).
     pub tracer_version: String,
     pub tsc2nsec: Option<Tsc2Nsec>,
+    /// Mappings of traced processes (a PROCMAPS option each).
+    pub procmaps: Vec<super::ProcMaps>,
 }
 
 impl Default for Metadata {
@@ -71,6 +73,7 @@ impl Default for Metadata {
             cpu_count: 1,
             tracer_version: concat!("tp ", env!("CARGO_PKG_VERSION")).into(),
             tsc2nsec: None,
+            procmaps: Vec::new(),
         }
     }
 }
@@ -338,6 +341,9 @@ impl Writer {
             c.u32(t.shift);
             c.u64(t.offset);
             b.option(option::TSC2NSEC, &c.v);
+        }
+        for p in &meta.procmaps {
+            b.option_str(option::PROCMAPS, &p.to_text());
         }
     }
 

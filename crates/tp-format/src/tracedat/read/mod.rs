@@ -93,6 +93,7 @@ pub struct TraceDat<R> {
     trace_id: Option<u64>,
     buffers: Vec<Buffer>,
     unknown_options: Vec<u16>,
+    procmaps: Vec<super::ProcMaps>,
     /// Keep event formats as text rather than parse them ([`TraceDat::open_file_lazy`]).
     defer_formats: bool,
     /// Event formats not parsed yet: (system, format file text), in file order.
@@ -195,6 +196,11 @@ impl<R> TraceDat<R> {
     pub fn buffers(&self) -> &[Buffer] {
         &self.buffers
     }
+    /// Mappings of traced processes (PROCMAPS options), when the recording saved them.
+    pub fn proc_maps(&self) -> &[super::ProcMaps] {
+        &self.procmaps
+    }
+
     /// Option IDs seen that tp does not interpret (skipped by size).
     pub fn unknown_options(&self) -> &[u16] {
         &self.unknown_options
@@ -319,6 +325,7 @@ impl<R: Read + Seek> TraceDat<R> {
             trace_id: None,
             buffers: Vec::new(),
             unknown_options: Vec::new(),
+            procmaps: Vec::new(),
             defer_formats,
             deferred: Vec::new(),
         };

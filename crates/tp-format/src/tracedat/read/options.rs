@@ -84,7 +84,12 @@ impl<R: Read + Seek> TraceDat<R> {
                 option::KALLSYMS => p.kallsyms = Some(o.u64()?),
                 option::PRINTK => p.printk = Some(o.u64()?),
                 option::CMDLINES => p.cmdlines = Some(o.u64()?),
-                option::HOOK | option::PROCMAPS | option::STRINGS | option::GUEST => {}
+                option::PROCMAPS => {
+                    if let Some(p) = super::super::ProcMaps::parse(&text_of(d)) {
+                        self.procmaps.push(p);
+                    }
+                }
+                option::HOOK | option::STRINGS | option::GUEST => {}
                 other => self.unknown_options.push(other),
             }
         }
