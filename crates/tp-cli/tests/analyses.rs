@@ -762,7 +762,7 @@ fn faults_of_perf_data_equal_perf_scripts() {
 }
 
 /// `tp faults -- CMD` records through perf_event_open: major/minor and the fault kinds of
-/// the same faults, and the mappings.
+/// the same faults, the mappings and the call paths.
 #[test]
 fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
     require_tracefs();
@@ -782,6 +782,11 @@ fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
     assert!(anon.is_some_and(|m| m["faults"].as_u64().unwrap() >= 64), "{v}");
     let not = v["not_recorded"].as_array().unwrap();
     assert!(!not.iter().any(|m| m.as_str().unwrap().starts_with("major")), "{v}");
+    // With call stacks: the paths' counts add up to the faults they were taken for.
+    let stacks = v["stacks"].as_array().unwrap();
+    assert!(!stacks.is_empty(), "{v}");
+    let in_paths: u64 = stacks.iter().map(|s| s["faults"].as_u64().unwrap()).sum();
+    assert!(in_paths <= n("faults") && in_paths >= 64, "{v}");
 }
 
 /// `tp record -- CMD` saves the command's mappings in the trace.dat (trace-cmd's PROCMAPS

@@ -14,7 +14,7 @@
 //!
 //! When a perf.data has both, the software events are the count (they say major or minor)
 //! and the tracepoints add the kinds. `tp faults -- CMD` records both into one perf.data,
-//! every fault sampled.
+//! every fault sampled, with call stacks (`-g`).
 //!
 //! What a recording cannot tell, and the report says: how long a fault took (there is no
 //! fault-exit tracepoint); from a trace.dat, whether a fault was major or minor (the kernel
@@ -41,7 +41,7 @@ pub struct Args {
     pub top: usize,
     /// Record while this command runs (with its children), then report: through
     /// perf_event_open, every fault of `major-faults`, `minor-faults` (with the faulting
-    /// address and the data mappings) and the `exceptions` tracepoints.
+    /// address, the data mappings and call stacks) and the `exceptions` tracepoints.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }

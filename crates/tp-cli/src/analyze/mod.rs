@@ -135,13 +135,13 @@ pub fn record_given_command(
 }
 
 /// Record `events` of `command` through perf_event_open, every event sampled (`--period
-/// 1`), into a temporary perf.data: returns its directory (keep it until the analysis is
-/// done), the file and the command's exit status.
+/// 1`), with call stacks (`-g`), into a temporary perf.data: returns its directory (keep it
+/// until the analysis is done), the file and the command's exit status.
 pub fn record_command_perf(
     events: &[&str],
     command: &[OsString],
 ) -> anyhow::Result<(TempDir, PathBuf, i32)> {
-    record_command(events, &["--perf", "--period", "1"], "perf.data", command)
+    record_command(events, &["--perf", "--period", "1", "-g"], "perf.data", command)
 }
 
 fn record_command(

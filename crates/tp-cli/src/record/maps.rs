@@ -67,6 +67,7 @@ impl MapsRecorder {
                 side_records: true,
                 mmap_data: true,
                 watermark: 0,
+                stacks: Default::default(),
             }),
             ..Default::default()
         };
