@@ -855,3 +855,47 @@ fn faults_of_a_trace_dat_per_mapping_from_its_saved_maps() {
     assert!(want["[anon]"] >= 64, "{want:?}");
     assert!(want.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{want:?}");
 }
+
+/// `--comm` goes by a task's name at each event, not its last saved one: a shell that runs
+/// `true` and then execs the program is `sh` before the exec and `prog` after, in one pid.
+/// `tp syscalls --comm prog` counts exactly the returns of that pid from its exec on (from
+/// `tp report --json`), none of the shell's before it.
+#[test]
+fn a_comm_filter_takes_the_name_at_each_event() {
+    require_tracefs();
+    let tmp = Tmp::new("comm-at-time");
+    let file = tmp.path("t.dat");
+    let script = format!("/bin/true; exec {}", prog().display());
+    run(Command::new(TP)
+        .args(["record", "-q", "-e", "raw_syscalls", "-e", "sched", "-o"])
+        .arg(&file)
+        .args(["--", "sh", "-c", &script])
+        .env_remove("LD_LIBRARY_PATH"));
+    let report = run(Command::new(TP).args(["report", "--json", "-i"]).arg(&file));
+    let events: Vec<Value> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let exec = events
+        .iter()
+        .find(|e| {
+            is(e, "sched", "sched_process_exec")
+                && e["fields"]["filename"].as_str().is_some_and(|f| f.ends_with("/prog"))
+        })
+        .expect("the program's exec");
+    let (pid, at) = (exec["pid"].as_i64().unwrap(), exec["ts"].as_u64().unwrap());
+    let exits = |after: bool| {
+        events
+            .iter()
+            .filter(|e| is(e, "raw_syscalls", "sys_exit") && e["pid"].as_i64() == Some(pid))
+            .filter(|e| (e["ts"].as_u64().unwrap() >= at) == after)
+            .count() as u64
+    };
+    assert!(exits(false) > 0, "the shell made no calls before its exec");
+    let v = json(&run(Command::new(TP)
+        .args(["syscalls", "--json", "--comm", "prog", "-i"])
+        .arg(&file)));
+    assert_eq!(v["total"]["calls"].as_u64().unwrap(), exits(true), "{v}");
+    let tasks = v["tasks"].as_array().unwrap();
+    assert!(tasks.iter().all(|t| t["pid"] == pid && t["comm"] == "prog"), "{v}");
+}

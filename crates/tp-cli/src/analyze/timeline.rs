@@ -176,7 +176,7 @@ enum Naming {
     Exec(Field),
 }
 
-fn namings(formats: &[EventFormat], be: bool) -> HashMap<u16, Naming> {
+fn namings(formats: &[EventFormat], be: bool) -> Vec<Option<Box<Naming>>> {
     const PAIRS: &[(&str, &[(&str, &str)])] = &[
         ("sched_switch", &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")]),
         ("sched_wakeup", &[("pid", "comm")]),
@@ -186,7 +186,7 @@ fn namings(formats: &[EventFormat], be: bool) -> HashMap<u16, Naming> {
         ("task_newtask", &[("pid", "comm")]),
         ("task_rename", &[("pid", "newcomm")]),
     ];
-    let mut m = HashMap::new();
+    let mut m: Vec<Option<Box<Naming>>> = vec![None; u16::MAX as usize + 1];
     for f in formats {
         if f.system != "sched" && f.system != "task" {
             continue;
@@ -194,7 +194,7 @@ fn namings(formats: &[EventFormat], be: bool) -> HashMap<u16, Naming> {
         let Ok(id) = u16::try_from(f.id) else { continue };
         if f.name == "sched_process_exec" {
             if let Some(file) = f.field("filename") {
-                m.insert(id, Naming::Exec(file.clone()));
+                m[id as usize] = Some(Box::new(Naming::Exec(file.clone())));
             }
             continue;
         }
@@ -204,7 +204,7 @@ fn namings(formats: &[EventFormat], be: bool) -> HashMap<u16, Naming> {
             .filter_map(|(p, c)| Some((IntField::of(f, p, be)?, f.field(c)?.clone())))
             .collect();
         if !fields.is_empty() {
-            m.insert(id, Naming::Fields(fields));
+            m[id as usize] = Some(Box::new(Naming::Fields(fields)));
         }
     }
     m
@@ -241,7 +241,8 @@ pub struct Timeline {
     input: String,
     /// perf.data: its events (empty for a trace.dat).
     pub perf_attrs: Vec<PerfAttr>,
-    namings: HashMap<u16, Naming>,
+    /// The events that name tasks, by ID (a table: one look-up per event of the window).
+    namings: Vec<Option<Box<Naming>>>,
     /// Event ID -> index into the file's formats.
     by_id: Vec<u32>,
     /// Flyrecord buffers: (index in the file, name; "" for the top level).
@@ -400,7 +401,7 @@ impl Timeline {
 
     /// Update `names` from an event that names tasks.
     fn name_from(&self, names: &mut Names<'_>, id: u16, pid: i32, data: &[u8]) {
-        match self.namings.get(&id) {
+        match self.namings[id as usize].as_deref() {
             None => {}
             Some(Naming::Fields(fields)) => {
                 for (p, c) in fields {
