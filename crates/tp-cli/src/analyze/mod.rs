@@ -23,7 +23,7 @@ use tp_format::glob::glob_match;
 /// What every analysis takes: the file, the output form, and which tasks and time.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Select {
-    /// The trace file (trace.dat v6 or v7).
+    /// The recording: a trace.dat (v6 or v7) or a perf.data.
     #[arg(short = 'i', long = "input", default_value = "trace.dat")]
     pub input: PathBuf,
     /// One JSON object instead of tables.

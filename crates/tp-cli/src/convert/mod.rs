@@ -1,4 +1,4 @@
-//! `tp convert -i FILE --to perfetto -o OUT`: a trace.dat in another tool's format.
+//! `tp convert -i FILE --to perfetto -o OUT`: a recording in another tool's format.
 
 pub mod perfetto;
 mod proto;
@@ -13,7 +13,7 @@ pub enum Format {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The trace file (trace.dat v6 or v7).
+    /// The recording: a trace.dat (v6 or v7) or a perf.data.
     #[arg(short = 'i', long = "input", default_value = "trace.dat")]
     pub input: PathBuf,
     /// The format to write.
