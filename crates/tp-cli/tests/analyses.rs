@@ -899,3 +899,43 @@ fn a_comm_filter_takes_the_name_at_each_event() {
     let tasks = v["tasks"].as_array().unwrap();
     assert!(tasks.iter().all(|t| t["pid"] == pid && t["comm"] == "prog"), "{v}");
 }
+
+/// `tp syscalls -i perf.data`: raw_syscalls recorded through perf_event_open, its calls and
+/// errors per syscall equal to `perf script`'s sys_exit lines of the same file.
+#[test]
+fn syscalls_of_perf_data_equal_perf_scripts() {
+    require_tracefs();
+    let tmp = Tmp::new("perf-syscalls");
+    let file = tmp.path("s.data");
+    run(Command::new(TP)
+        .args(["record", "-q", "--perf", "-e", "raw_syscalls", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(prog())
+        .env_remove("LD_LIBRARY_PATH"));
+    let script =
+        run(Command::new("perf").args(["script", "-F", "tid,event,trace", "-i"]).arg(&file));
+    // NR -> (calls, errors) from `TID raw_syscalls:sys_exit: NR 39 = RET`.
+    let mut want: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+    for l in String::from_utf8_lossy(&script.stdout).lines() {
+        let Some((_, rest)) = l.split_once("raw_syscalls:sys_exit: NR ") else { continue };
+        let (nr, ret) = rest.split_once(" = ").unwrap();
+        let ret: i64 = ret.trim().parse().unwrap();
+        let w = want.entry(nr.parse().unwrap()).or_default();
+        w.0 += 1;
+        w.1 += (-4095..0).contains(&ret) as u64;
+    }
+    let v = json(&run(Command::new(TP).args(["syscalls", "--json", "-i"]).arg(&file)));
+    let got: BTreeMap<i64, (u64, u64)> = v["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["calls"].as_u64().unwrap() > 0)
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (s["nr"].as_i64().unwrap(), (n("calls"), n("errors")))
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got[&110], (1000, 0), "the program's getppid calls");
+}
