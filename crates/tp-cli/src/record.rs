@@ -176,13 +176,16 @@ pub fn run(args: Args) -> Result<i32> {
         &args.trace.pids,
         args.quiet,
     )?;
-    if perf::wanted(&args.perf, &args.trace.events) {
+    // `usdt:BINARY:P:N` is the event `sdt_P:N` from here on.
+    let events: Vec<String> =
+        args.trace.events.iter().map(|e| crate::probe::run::event_glob(e)).collect();
+    if perf::wanted(&args.perf, &events) {
         if args.trace.stacks.any() {
             bail!("-T, -U and --stack-trigger ask tracefs for stacks; this recording goes through perf_event_open (perf.data), which does not take them");
         }
         let default_out = args.file.output == Path::new("trace.dat");
         return perf::run(perf::Request {
-            events: &args.trace.events,
+            events: &events,
             opts: &args.perf,
             output: (!default_out).then_some(args.file.output.as_path()),
             command: &args.command,
@@ -195,7 +198,10 @@ pub fn run(args: Args) -> Result<i32> {
     if args.trace.all && !args.command.is_empty() {
         bail!("-a records every process and -- COMMAND only the command and its children: give one of them (-a with --duration to record everything for a while)");
     }
-    let selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
+    let mut selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
+    for s in &mut selections {
+        s.glob = crate::probe::run::event_glob(&s.glob);
+    }
     // `system:name` globs no kernel event matches: the command's own tracepoints.
     let (mut kernel, mut user_globs) = if selections.is_empty() {
         (Vec::new(), Vec::new())

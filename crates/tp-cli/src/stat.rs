@@ -96,6 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let pids: Vec<i32> = args.pid.into_iter().collect();
     let _sdt_probes =
         crate::probe::run::define_for_record(&names, None, &args.command, &pids, false)?;
+    let names: Vec<String> = names.iter().map(|n| crate::probe::run::event_glob(n)).collect();
     let specs = names.iter().map(|n| events::parse(n)).collect::<Result<Vec<_>, _>>()?;
     let program = args.command.first().and_then(|c| process::resolve_program(c));
     let tfs = if specs.iter().any(|s| matches!(s.kind, Kind::Tracepoint { .. })) {

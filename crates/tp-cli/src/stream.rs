@@ -45,7 +45,19 @@ pub struct Opts {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
-    let selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
+    let mut selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
+    // USDT probes (`sdt_P:N`, `usdt:BINARY:P:N`) defined for this run, removed after the
+    // instance (dropped last).
+    let _sdt_probes = crate::probe::run::define_for_record(
+        &args.trace.events,
+        None,
+        &args.command,
+        &args.trace.pids,
+        false,
+    )?;
+    for s in &mut selections {
+        s.glob = crate::probe::run::event_glob(&s.glob);
+    }
     let signals = Signals::install(&[
         libc::SIGINT,
         libc::SIGTERM,

@@ -810,3 +810,119 @@ fn bpftrace_usdt_reads_rust_sdt_probes() {
         assert_eq!(r, &vec![i, -1000 * i - 7, -i, i % 2, 1], "{text}");
     }
 }
+
+// ---- USDT probes in a command's libraries; bpftrace's usdt: spelling; tp stream ----
+
+const LIB_SRC: &str = r#"
+#include <sys/sdt.h>
+#define PROBE1(...) DTRACE_PROBE1(__VA_ARGS__)
+void lib_hit(int i) { PROBE1(PROV, libhit, i * 3); }
+"#;
+
+const LIB_MAIN: &str = r#"
+#include <stdlib.h>
+void lib_hit(int i);
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    for (int i = 0; i < n; i++) lib_hit(i);
+    return 0;
+}
+"#;
+
+/// A program whose only SDT probe (`PROV:libhit`, its argument 3 * i) is in a shared library
+/// it links, found through its RUNPATH.
+fn lib_prog() -> Prog {
+    let dir = std::env::temp_dir().join(format!("tp-probe-test-libuse-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prov = format!("libuse{}", std::process::id());
+    let mut p = Prog { exe: dir.join(&prov), dir, groups: Vec::new() };
+    let lib = p.dir.join(format!("lib{prov}.so"));
+    let st = Command::new("gcc")
+        .args(["-O1", "-shared", "-fPIC", &format!("-DPROV={prov}"), "-o"])
+        .arg(&lib)
+        .arg("-x")
+        .arg("c")
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(LIB_SRC.as_bytes())?;
+            c.wait()
+        })
+        .unwrap();
+    assert!(st.success());
+    let c = p.dir.join("main.c");
+    std::fs::write(&c, LIB_MAIN).unwrap();
+    let out = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&p.exe)
+        .arg(&c)
+        .arg(format!("-L{}", p.dir.display()))
+        .arg(format!("-l{prov}"))
+        .arg(format!("-Wl,-rpath,{}", p.dir.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    p.groups = vec![format!("sdt_{prov}")];
+    p
+}
+
+/// The values of `NAME=` in each `EVENT: (` line.
+fn values(text: &str, event: &str, key: &str) -> Vec<i64> {
+    text.lines()
+        .filter(|l| l.contains(&format!(" {event}: (")))
+        .filter_map(|l| l.split_once(&format!(" {key}=")).map(|(_, v)| v.trim()))
+        .map(|v| v.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn sdt_probes_in_the_libraries_a_command_links_are_recorded_counted_and_streamed() {
+    let p = lib_prog();
+    let group = &p.groups[0];
+    let exe = p.exe.to_str().unwrap();
+    // The program itself has no SDT note: the probe is its library's.
+    assert!(readelf_notes(&p.exe).is_empty());
+    let want: Vec<i64> = (0..20).map(|i| i * 3).collect();
+
+    let out = p.dir.join("l.dat");
+    ok(&record(&out, &format!("{group}:libhit"), &[exe, "20"]));
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    assert_eq!(values(&text, "libhit", "arg1"), want, "{text}");
+
+    let stat = tp(&["stat", "-x", ",", "-e", &format!("{group}:libhit"), "--", exe, "17"]);
+    ok(&stat);
+    let err = String::from_utf8_lossy(&stat.stderr);
+    assert!(err.lines().any(|l| l.starts_with(&format!("17,,{group}:libhit,"))), "{err}");
+
+    let stream = ok(&tp(&["stream", "-e", &format!("{group}:*"), "--", exe, "20"]));
+    assert_eq!(values(&stream, "libhit", "arg1"), want, "{stream}");
+    assert!(uprobe_lines(group).is_empty(), "{:?}", uprobe_lines(group));
+}
+
+#[test]
+fn usdt_binary_provider_name_is_bpftraces_spelling_of_an_sdt_event() {
+    let p = sdt_prog("usdt", "-O2", true);
+    let prov = provider(&p);
+    let group = format!("sdt_{prov}");
+    let exe = p.exe.to_str().unwrap();
+    let out = p.dir.join("u.dat");
+    // The binary named in the spec; the command is another program running it.
+    let spec = format!("usdt:{exe}:{prov}:plain");
+    let rec = record(&out, &spec, &["sh", "-c", &format!("{exe} 12")]);
+    assert_eq!(ok(&rec).trim(), "semaphore seen 0");
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    assert_eq!(values(&text, "plain", "arg1"), (0..12).collect::<Vec<_>>(), "{text}");
+    // Any provider: usdt:BINARY:NAME, counted.
+    let stat = tp(&["stat", "-x", ",", "-e", &format!("usdt:{exe}:gated"), "--", exe, "9"]);
+    assert_eq!(ok(&stat).trim(), "semaphore seen 9");
+    let err = String::from_utf8_lossy(&stat.stderr);
+    assert!(err.lines().any(|l| l.starts_with(&format!("9,,{group}:gated,"))), "{err}");
+    assert!(uprobe_lines(&group).is_empty(), "{:?}", uprobe_lines(&group));
+    // A binary without the probe says so.
+    let bad = tp(&["stat", "-e", &format!("usdt:/bin/true:{prov}:plain"), "--", "true"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no SDT probe matches"));
+}

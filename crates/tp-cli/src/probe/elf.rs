@@ -1,6 +1,7 @@
 //! What `tp probe` reads from a binary: its function symbols (demangled) and where an address
 //! lies in the file (uprobes are placed by file offset).
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -54,6 +55,18 @@ impl Binary {
         v.sort_by(|a, b| (&a.name, a.address).cmp(&(&b.name, b.address)));
         v.dedup_by(|a, b| a.name == b.name && a.address == b.address);
         Ok(v)
+    }
+
+    /// The program interpreter (`.interp`: the dynamic loader), none for a static binary or
+    /// a library.
+    pub fn interpreter(&self) -> Result<Option<std::path::PathBuf>> {
+        use object::ObjectSection;
+        let file = self.parse()?;
+        let Some(sec) = file.section_by_name(".interp") else { return Ok(None) };
+        let d = sec.data()?;
+        let d = d.split(|&b| b == 0).next().unwrap_or_default();
+        Ok((!d.is_empty())
+            .then(|| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(d).to_os_string())))
     }
 
     /// The file offset of the virtual address `addr` (through the loadable segments).

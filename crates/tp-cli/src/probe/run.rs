@@ -63,8 +63,29 @@ pub fn sdt_uprobes(bins: &[elf::Binary], glob: &str) -> Result<Vec<Uprobe>> {
     Ok(out)
 }
 
-/// Define the SDT probes the `-e` globs name (`sdt_*:*`) that are not events yet. They are
-/// looked up in `exec`, else the command's binary, else the files mapped executable by
+/// `usdt:BINARY:PROVIDER:NAME` (bpftrace's spelling; `usdt:BINARY:NAME` for any provider)
+/// as (BINARY, `sdt_PROVIDER:NAME`); none for any other event spec.
+pub fn usdt_spec(spec: &str) -> Option<(&str, String)> {
+    let rest = spec.strip_prefix("usdt:")?;
+    // From the right: a path may hold ':' itself.
+    let mut parts = rest.rsplitn(3, ':');
+    let name = parts.next()?;
+    let (provider, bin) = match (parts.next()?, parts.next()) {
+        (p, Some(b)) => (p, b),
+        (b, None) => ("*", b),
+    };
+    (!bin.is_empty() && !provider.is_empty() && !name.is_empty())
+        .then(|| (bin, format!("sdt_{provider}:{name}")))
+}
+
+/// The event glob tracefs knows a spec by: `usdt:B:P:N` is `sdt_P:N`, others as written.
+pub fn event_glob(spec: &str) -> String {
+    usdt_spec(spec).map_or_else(|| spec.to_string(), |(_, g)| g)
+}
+
+/// Define the SDT probes the `-e` globs name (`sdt_*:*`, `usdt:BINARY:*:*`) that are not
+/// events yet. `sdt_` globs are looked up in `exec`, else the command's binary and the
+/// libraries the dynamic loader would load for it, else the files mapped executable by
 /// `pids` (their programs and libraries). `None` when no glob names an SDT probe.
 pub fn define_for_record(
     globs: &[String],
@@ -73,39 +94,62 @@ pub fn define_for_record(
     pids: &[i32],
     quiet: bool,
 ) -> Result<Option<RunProbes>> {
-    let sdt_globs: Vec<&String> = globs.iter().filter(|g| g.starts_with("sdt_")).collect();
-    if sdt_globs.is_empty() {
+    // (as written, its binary for usdt:, the sdt_ glob)
+    let specs: Vec<(&String, Option<&str>, String)> = globs
+        .iter()
+        .filter_map(|g| match usdt_spec(g) {
+            Some((bin, glob)) => Some((g, Some(bin), glob)),
+            None => g.starts_with("sdt_").then(|| (g, None, g.clone())),
+        })
+        .collect();
+    if specs.is_empty() {
         return Ok(None);
     }
     let tfs = Tracefs::discover()?;
     remove_stale(&tfs);
     let existing = tfs.available_events()?;
-    let paths: Vec<PathBuf> = match (exec, command.first()) {
-        (Some(p), _) => vec![p.to_path_buf()],
-        (None, Some(c)) => vec![find_in_path(c)?],
-        (None, None) => mapped_files(pids)?,
-    };
-    let bins = paths.iter().map(|p| elf::Binary::read(p)).collect::<Result<Vec<_>>>()?;
+    let mut default_bins: Option<Vec<elf::Binary>> = None;
     let mut run = RunProbes::new(&tfs);
-    for g in sdt_globs {
-        let known = tp_tracefs::match_glob(&existing, g);
+    for (written, usdt_bin, g) in specs {
+        let own;
+        let bins: &[elf::Binary] = match usdt_bin {
+            Some(b) => {
+                own = [elf::Binary::read(&find_in_path(&OsString::from(b))?)?];
+                &own
+            }
+            None => {
+                if default_bins.is_none() {
+                    let paths: Vec<PathBuf> = match (exec, command.first()) {
+                        (Some(p), _) => vec![p.to_path_buf()],
+                        (None, Some(c)) => with_libraries(&find_in_path(c)?)?,
+                        (None, None) => mapped_files(pids)?,
+                    };
+                    default_bins =
+                        Some(paths.iter().map(|p| elf::Binary::read(p)).collect::<Result<_>>()?);
+                }
+                default_bins.as_deref().unwrap_or_default()
+            }
+        };
+        let known = tp_tracefs::match_glob(&existing, &g);
         if bins.is_empty() {
             if known.is_empty() {
-                bail!("-e {g}: no such event yet; give the binary with its SDT probes (-x BINARY, -p PID or -- COMMAND)");
+                bail!("-e {written}: no such event yet; give the binary with its SDT probes (-x BINARY, -p PID or -- COMMAND)");
             }
             continue;
         }
-        let want = sdt_uprobes(&bins, g)?;
+        let want = sdt_uprobes(bins, &g)?;
         if want.is_empty() && known.is_empty() {
-            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let names: Vec<String> = bins.iter().map(|b| b.path.display().to_string()).collect();
             bail!(
-                "-e {g}: no SDT probe matches it in {} (tp probe -x BINARY --sdt lists them)",
+                "-e {written}: no SDT probe matches it in {} (tp probe -x BINARY --sdt lists them)",
                 names.join(", ")
             );
         }
         for p in want {
-            if known.iter().any(|e| e.system == p.group && e.name == p.event) {
-                // Defined already (tp probe, perf probe): used as it is, not removed.
+            if known.iter().any(|e| e.system == p.group && e.name == p.event)
+                || run.probes().iter().any(|q| q.group == p.group && q.event == p.event)
+            {
+                // Defined already (tp probe, perf probe, an earlier -e): used as it is.
                 continue;
             }
             if !quiet {
@@ -115,6 +159,52 @@ pub fn define_for_record(
         }
     }
     Ok(Some(run))
+}
+
+/// A program and the libraries its dynamic loader loads for it, as the loader itself lists
+/// them (`LOADER --list PROGRAM`: DT_NEEDED, transitively, through RPATH/RUNPATH,
+/// `LD_LIBRARY_PATH`, ld.so.cache and the default directories, without running the
+/// program). Asking the loader gets its search exactly right where a second implementation
+/// of it would drift; the program is not started, so none of its code runs (running it
+/// stopped would need ptrace to stop it after exec). Libraries it `dlopen`s later are not
+/// in the list. A static program is alone.
+fn with_libraries(program: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = vec![program.to_path_buf()];
+    let Some(loader) = elf::Binary::read(program)?.interpreter()? else { return Ok(out) };
+    let list = std::process::Command::new(&loader)
+        .arg("--list")
+        .arg(program)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .with_context(|| format!("running {} --list {}", loader.display(), program.display()))?;
+    if !list.status.success() {
+        bail!(
+            "{} --list {} failed: {}",
+            loader.display(),
+            program.display(),
+            String::from_utf8_lossy(&list.stderr).trim()
+        );
+    }
+    for p in loader_list_paths(&String::from_utf8_lossy(&list.stdout)) {
+        let p = std::fs::canonicalize(&p).unwrap_or(p);
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// The files of `ld.so --list` output: `\tlibc.so.6 => /lib/.../libc.so.6 (0x...)` and
+/// `\t/lib64/ld-linux-x86-64.so.2 (0x...)` (the vDSO, with no file, left out).
+fn loader_list_paths(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = l.split_once(" => ").map_or(l, |(_, p)| p);
+            let path = path.rsplit_once(" (").map_or(path, |(p, _)| p).trim();
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
 }
 
 /// The files the processes map executable (`/proc/PID/maps`), once each, in order.
@@ -178,4 +268,33 @@ pub fn find_in_path(cmd: &OsString) -> Result<PathBuf> {
         }
     }
     bail!("{}: command not found in PATH (give -x BINARY for its SDT probes)", p.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usdt_specs_name_their_binary_and_sdt_event() {
+        assert_eq!(usdt_spec("usdt:/bin/x:prov:tick"), Some(("/bin/x", "sdt_prov:tick".into())));
+        assert_eq!(usdt_spec("usdt:/a:b/x:p:*"), Some(("/a:b/x", "sdt_p:*".into())));
+        assert_eq!(usdt_spec("usdt:/bin/x:tick"), Some(("/bin/x", "sdt_*:tick".into())));
+        assert_eq!(usdt_spec("usdt:tick"), None);
+        assert_eq!(usdt_spec("usdt::p:n"), None);
+        assert_eq!(usdt_spec("sdt_p:n"), None);
+        assert_eq!(event_glob("usdt:/bin/x:p:n"), "sdt_p:n");
+        assert_eq!(event_glob("sched:*"), "sched:*");
+    }
+
+    #[test]
+    fn loader_lists_become_paths() {
+        let text = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n\tlibgone.so => not found\n";
+        assert_eq!(
+            loader_list_paths(text),
+            [
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                "/lib64/ld-linux-x86-64.so.2".into()
+            ]
+        );
+    }
 }
