@@ -504,7 +504,7 @@ impl Digits {
 
 /// Append a decimal unsigned integer without going through `fmt`.
 pub fn push_u64(out: &mut String, v: u64) {
-    out.push_str(ascii::Digits::dec(v).as_str());
+    ascii::Digits::dec(v).push_to(out);
 }
 
 /// Append a decimal signed integer.

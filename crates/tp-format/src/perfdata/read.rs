@@ -6,7 +6,7 @@ use super::features::{self, Features};
 use super::record::{record_id, record_time, RawRecord, Record};
 use super::{kind, Error, ErrorKind, MAGIC};
 use crate::tracedat::bytes::{Input, MAX_SECTION};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{Read, Seek};
 
@@ -325,14 +325,17 @@ impl<R: Read + Seek> PerfData<R> {
         Ok(Records {
             d: self,
             sorted,
-            buf: Vec::new(),
+            cur: Block::default(),
+            cur_no: 0,
             start: 0,
             file_pos: self.data_offset,
             end,
             claimed_end: self.data_offset.saturating_add(self.data_size),
             done: false,
-            arena: Vec::new(),
+            old: VecDeque::new(),
+            spare: Vec::new(),
             pending: Vec::new(),
+            held_bytes: 0,
             ready: 0,
             next: 0,
             flush_limit: 0,
@@ -361,22 +364,37 @@ impl<'a> Item<'a> {
     }
 }
 
-/// A record held back for sorting: its bytes are `arena[start..start + len]`.
+/// A record held back for sorting: its bytes are `start..start + len` of block `block`.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     time: u64,
     seq: u64,
-    start: usize,
+    block: u64,
+    start: u32,
     len: u32,
     offset: u64,
+}
+
+/// A piece of the data section as read. Records are handed out from their block, never
+/// copied; while sorting, a block is kept until every record held from it is handed out.
+#[derive(Default)]
+struct Block {
+    /// Allocated and zeroed once (blocks are reused); `data[..len]` was read.
+    data: Vec<u8>,
+    len: usize,
+    /// Records held for sorting that live here.
+    held: usize,
 }
 
 /// Records of the data section; a lending iterator (`while let Some(r) = records.next()`).
 pub struct Records<'d, R> {
     d: &'d PerfData<R>,
     sorted: bool,
-    /// Bytes read and not consumed: `buf[start..]`, from file offset `file_pos`.
-    buf: Vec<u8>,
+    /// The block being read: `cur.data[start..cur.len]` is not consumed yet; `cur.data[0]`
+    /// is at file offset `file_pos`. Blocks are numbered from the data's start: `cur` is
+    /// number `cur_no`, `old[i]` number `cur_no - old.len() + i`.
+    cur: Block,
+    cur_no: u64,
     start: usize,
     file_pos: u64,
     /// Where reading stops (the data's end or the file's, whichever comes first).
@@ -384,10 +402,15 @@ pub struct Records<'d, R> {
     /// Where the header says the data ends.
     claimed_end: u64,
     done: bool,
+    /// Earlier blocks, oldest first, kept for the records held from them.
+    old: VecDeque<Block>,
+    /// Blocks to reuse (their memory already faulted in).
+    spare: Vec<Block>,
     // Sorting (perf's rule: at a FINISHED_ROUND, records up to the highest time seen at
     // the previous one are final).
-    arena: Vec<u8>,
     pending: Vec<Pending>,
+    /// Bytes of the records in `pending`.
+    held_bytes: usize,
     /// `pending[..ready]` are sorted and final; `next` is the next one to hand out.
     ready: usize,
     next: usize,
@@ -423,8 +446,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             if self.next < self.ready {
                 let p = self.pending[self.next];
                 self.next += 1;
-                let bytes = &self.arena[p.start..p.start + p.len as usize];
-                return Some(Ok(self.item(bytes, p.offset, Some(p.time))));
+                return Some(Ok(self.item(self.held(&p), p.offset, Some(p.time))));
             }
             if self.ready > 0 {
                 self.compact();
@@ -458,7 +480,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
                 self.flush(limit);
                 continue;
             }
-            let bytes = &self.buf[f.at..f.at + f.len];
+            let bytes = &self.cur.data[f.at..f.at + f.len];
             let raw = RawRecord { kind: f.kind, misc: f.misc, bytes, offset: f.offset };
             let event = if f.kind < kind::HEADER_ATTR { self.d.attr_of(&raw) } else { None };
             let attr = event.map(|i| &self.d.attrs[i].attr);
@@ -467,17 +489,19 @@ impl<'d, R: Read + Seek> Records<'d, R> {
                 return Some(Ok(self.item_in_buf(&f)));
             };
             self.max_time = self.max_time.max(time);
-            let start = self.arena.len();
-            self.arena.extend_from_slice(bytes);
             self.pending.push(Pending {
                 time,
                 seq: self.seq,
-                start,
+                block: self.cur_no,
+                start: f.at as u32,
                 len: f.len as u32,
                 offset: f.offset,
             });
+            self.cur.held += 1;
+            self.held_bytes += f.len;
             self.seq += 1;
-            if self.arena.len() > MAX_PENDING {
+            // Blocks mostly handed out can be kept by a few records: bounded too.
+            if self.held_bytes > MAX_PENDING || self.old.len() * BLOCK > 2 * MAX_PENDING {
                 // No round markers (or huge rounds): sort what is held and hand out the
                 // older half.
                 self.pending.sort_unstable_by_key(|p| (p.time, p.seq));
@@ -494,7 +518,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             Ok(Some(f)) => Some(Ok(RawRecord {
                 kind: f.kind,
                 misc: f.misc,
-                bytes: &self.buf[f.at..f.at + f.len],
+                bytes: &self.cur.data[f.at..f.at + f.len],
                 offset: f.offset,
             })),
             Ok(None) => None,
@@ -503,8 +527,28 @@ impl<'d, R: Read + Seek> Records<'d, R> {
     }
 
     fn item_in_buf(&self, f: &Found) -> Item<'_> {
-        let bytes = &self.buf[f.at..f.at + f.len];
+        let bytes = &self.cur.data[f.at..f.at + f.len];
         self.item(bytes, f.offset, None)
+    }
+
+    /// The bytes of a held record.
+    fn held(&self, p: &Pending) -> &[u8] {
+        let b = if p.block == self.cur_no {
+            &self.cur
+        } else {
+            &self.old[(p.block - (self.cur_no - self.old.len() as u64)) as usize]
+        };
+        &b.data[p.start as usize..p.start as usize + p.len as usize]
+    }
+
+    /// The block holding `p`.
+    fn block_of(&mut self, block: u64) -> &mut Block {
+        if block == self.cur_no {
+            &mut self.cur
+        } else {
+            let first = self.cur_no - self.old.len() as u64;
+            &mut self.old[(block - first) as usize]
+        }
     }
 
     fn item<'s>(&'s self, bytes: &'s [u8], offset: u64, time: Option<u64>) -> Item<'s> {
@@ -527,44 +571,71 @@ impl<'d, R: Read + Seek> Records<'d, R> {
         self.next = 0;
     }
 
-    /// Drop the records handed out; keep the others' bytes.
+    /// Drop the records handed out; release the blocks no held record is in.
     fn compact(&mut self) {
-        let keep = self.pending.split_off(self.ready);
-        self.pending.clear();
-        let mut arena = Vec::with_capacity(self.arena.capacity());
-        for mut p in keep {
-            let s = p.start;
-            p.start = arena.len();
-            arena.extend_from_slice(&self.arena[s..s + p.len as usize]);
-            self.pending.push(p);
+        for i in 0..self.ready {
+            let p = self.pending[i];
+            self.held_bytes -= p.len as usize;
+            self.block_of(p.block).held -= 1;
         }
-        self.arena = arena;
+        self.pending.drain(..self.ready);
+        while self.old.front().is_some_and(|b| b.held == 0) {
+            let b = self.old.pop_front().expect("front checked");
+            self.spare.push(b);
+        }
         self.ready = 0;
         self.next = 0;
     }
 
-    /// Make `need` bytes available at `buf[start..]`; false at the end of the data.
+    /// Continue in a block that starts with `cur.data[from..cur.len]` (the current one,
+    /// its bytes moved to the front, when no held record is in it).
+    fn next_block(&mut self, from: usize, room: usize) {
+        let tail = self.cur.len - from;
+        let size = BLOCK.max(tail + room);
+        if self.cur.held == 0 {
+            self.cur.data.copy_within(from..self.cur.len, 0);
+        } else {
+            let mut b = self.spare.pop().unwrap_or_default();
+            if b.data.len() < size {
+                b.data = vec![0; size];
+            }
+            b.data[..tail].copy_from_slice(&self.cur.data[from..self.cur.len]);
+            b.held = 0;
+            let old = std::mem::replace(&mut self.cur, b);
+            self.old.push_back(old);
+            self.cur_no += 1;
+        }
+        if self.cur.data.len() < size {
+            self.cur.data.resize(size, 0);
+        }
+        self.cur.len = tail;
+        self.file_pos += from as u64;
+        self.start = 0;
+    }
+
+    /// Make `need` bytes available at `cur.data[start..]`; false at the end of the data.
     fn fill(&mut self, need: usize) -> Result<bool, Error> {
-        let have = self.buf.len() - self.start;
+        let have = self.cur.len - self.start;
         if have >= need {
             return Ok(true);
         }
-        let at = self.file_pos + self.buf.len() as u64;
+        let at = self.file_pos + self.cur.len as u64;
         let left = self.end.saturating_sub(at);
         if (left as usize) < need - have || left == 0 {
             return Ok(false);
         }
-        self.buf.drain(..self.start);
-        self.file_pos += self.start as u64;
-        self.start = 0;
-        let n = (BLOCK.max(need) as u64 - have as u64).min(left) as usize;
-        let old = self.buf.len();
-        self.buf.resize(old + n, 0);
+        if self.cur.data.len() - self.start < need || self.cur.len == self.cur.data.len() {
+            self.next_block(self.start, need);
+        }
+        let room = self.cur.data.len() - self.cur.len;
+        let n = (room as u64).min(left) as usize;
+        let old = self.cur.len;
         self.d
             .input
-            .read_at(at, &mut self.buf[old..], "data section")
+            .read_at(at, &mut self.cur.data[old..old + n], "data section")
             .map_err(Error::from_tracedat)?;
-        Ok(self.buf.len() - self.start >= need)
+        self.cur.len += n;
+        Ok(self.cur.len - self.start >= need)
     }
 
     /// The next record in file order (its bytes in `buf`), skipping the data some records
@@ -577,7 +648,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
         if !self.fill(8)? {
             return self.at_end(offset, 8);
         }
-        let h = &self.buf[self.start..self.start + 8];
+        let h = &self.cur.data[self.start..self.start + 8];
         let (k, misc, size) =
             (super::u32_at(h, 0), super::u16_at(h, 4), super::u16_at(h, 6) as usize);
         if size < 8 {
@@ -591,9 +662,9 @@ impl<'d, R: Read + Seek> Records<'d, R> {
         self.start += size;
         // AUXTRACE: its u64 size of trace data follows; pipe mode's TRACING_DATA: a u32.
         let trailing = match k {
-            kind::AUXTRACE if size >= 16 => super::u64_at(&self.buf, at + 8),
+            kind::AUXTRACE if size >= 16 => super::u64_at(&self.cur.data, at + 8),
             kind::HEADER_TRACING_DATA if size >= 12 => {
-                (super::u32_at(&self.buf, at + 8) as u64).div_ceil(8) * 8
+                (super::u32_at(&self.cur.data, at + 8) as u64).div_ceil(8) * 8
             }
             kind::COMPRESSED => {
                 self.done = true;
@@ -612,7 +683,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
     }
 
     fn skip(&mut self, mut n: u64, offset: u64) -> Result<(), Error> {
-        let in_buf = ((self.buf.len() - self.start) as u64).min(n);
+        let in_buf = ((self.cur.len - self.start) as u64).min(n);
         self.start += in_buf as usize;
         n -= in_buf;
         if n > 0 {
@@ -626,9 +697,9 @@ impl<'d, R: Read + Seek> Records<'d, R> {
                     self.end.saturating_sub(to - n),
                 ));
             }
+            // Nothing of this block is needed beyond its held records.
+            self.next_block(self.cur.len, 0);
             self.file_pos = to;
-            self.buf.clear();
-            self.start = 0;
         }
         Ok(())
     }

@@ -88,10 +88,66 @@ impl Drop for AsciiWriter<'_> {
     }
 }
 
-/// Digits of a number, formatted at the end of a stack buffer.
+/// Digits of a number, formatted at the end of the first half of a stack buffer
+/// (`buf[start..DIGITS]`); the second half is zeros, so [`Digits::push_to`] can copy a
+/// fixed [`DIGITS`] bytes from `start` (one inlined move instead of a `memcpy` call of a
+/// few bytes, which costs more than the formatting).
 pub(crate) struct Digits {
-    buf: [u8; 24],
+    buf: [u8; 2 * DIGITS],
     start: usize,
+}
+
+/// Room for the digits of any `u64` (22 octal digits).
+const DIGITS: usize = 24;
+
+/// Append the first `n` bytes of `src` to `out`, copying a fixed `N` bytes (`n <= N`):
+/// short runs of text without a `memcpy` call.
+///
+/// # Safety
+/// `src[..n]` must be ASCII (checked in debug builds only: the check would cost what the
+/// fixed copy saves).
+#[inline]
+pub(crate) unsafe fn push_fixed<const N: usize>(out: &mut String, src: &[u8; N], n: usize) {
+    assert!(n <= N);
+    debug_assert!(src[..n].is_ascii());
+    // SAFETY: `src[..n]` is ASCII (the caller's promise), so the `String` stays UTF-8.
+    let v = unsafe { out.as_mut_vec() };
+    v.reserve(N);
+    let len = v.len();
+    // SAFETY: `reserve(N)` made room for `N` bytes after `len`; `src` has `N` bytes and
+    // does not overlap `v`'s buffer (it is borrowed separately); the first `n <= N` of the
+    // copied bytes are initialized and become the string's new end.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), v.as_mut_ptr().add(len), N);
+        v.set_len(len + n);
+    }
+}
+
+/// All 16 hex digits of `v`, most significant first, computed at once: each nibble is
+/// spread to a byte of a `u128`, then every byte mapped to its digit (a digit loop costs
+/// several times more, and addresses have 12 or more).
+#[inline]
+fn hex16(v: u64, upper: bool) -> [u8; 16] {
+    // `m` repeated in every lane of `bits` bits.
+    const fn rep(m: u128, bits: u32) -> u128 {
+        let mut r = 0;
+        let mut i = 0;
+        while i < 128 {
+            r |= m << i;
+            i += bits;
+        }
+        r
+    }
+    let mut x = v as u128;
+    // Halve each lane: its upper half moves to the next lane up, until nibble k is byte k.
+    x = (x & rep(0xffff_ffff, 64)) | ((x & rep(0xffff_ffff_0000_0000, 64)) << 32);
+    x = (x & rep(0xffff, 32)) | ((x & rep(0xffff_0000, 32)) << 16);
+    x = (x & rep(0xff, 16)) | ((x & rep(0xff00, 16)) << 8);
+    x = (x & rep(0xf, 8)) | ((x & rep(0xf0, 8)) << 4);
+    // Bytes of 10..15 get the gap between '9' and 'a' (or 'A') added.
+    let letters = ((x + rep(6, 8)) >> 4) & rep(1, 8);
+    let gap = if upper { b'A' - b'9' - 1 } else { b'a' - b'9' - 1 };
+    (x + rep(b'0' as u128, 8) + letters * gap as u128).to_be_bytes()
 }
 
 /// "00" "01" ... "99": two decimal digits per division.
@@ -110,8 +166,8 @@ impl Digits {
     /// Decimal digits of `v`.
     #[inline]
     pub(crate) fn dec(mut v: u64) -> Digits {
-        let mut buf = [0u8; 24];
-        let mut i = buf.len();
+        let mut buf = [0u8; 2 * DIGITS];
+        let mut i = DIGITS;
         while v >= 100 {
             let r = (v % 100) as usize;
             v /= 100;
@@ -139,25 +195,17 @@ impl Digits {
 
     /// Hexadecimal digits of `v`, lower case unless `upper`.
     #[inline]
-    pub(crate) fn hex(mut v: u64, upper: bool) -> Digits {
-        let table: &[u8; 16] = if upper { b"0123456789ABCDEF" } else { b"0123456789abcdef" };
-        let mut buf = [0u8; 24];
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = table[(v & 15) as usize];
-            v >>= 4;
-            if v == 0 {
-                break;
-            }
-        }
-        Digits { buf, start: i }
+    pub(crate) fn hex(v: u64, upper: bool) -> Digits {
+        let mut buf = [0u8; 2 * DIGITS];
+        buf[DIGITS - 16..DIGITS].copy_from_slice(&hex16(v, upper));
+        let n = (64 - (v | 1).leading_zeros() as usize).div_ceil(4);
+        Digits { buf, start: DIGITS - n }
     }
 
     /// Octal digits of `v`.
     pub(crate) fn oct(mut v: u64) -> Digits {
-        let mut buf = [0u8; 24];
-        let mut i = buf.len();
+        let mut buf = [0u8; 2 * DIGITS];
+        let mut i = DIGITS;
         loop {
             i -= 1;
             buf[i] = b'0' + (v & 7) as u8;
@@ -171,20 +219,23 @@ impl Digits {
 
     #[inline]
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
+        &self.buf[self.start..DIGITS]
     }
 
-    /// The digits as text, appended without a UTF-8 check.
+    /// Append the digits to `out`.
     #[inline]
-    pub(crate) fn as_str(&self) -> &str {
-        // SAFETY: `buf[start..]` is only ever written from the ASCII digit tables in this
-        // module (the fields are private), so it is valid UTF-8.
-        unsafe { std::str::from_utf8_unchecked(&self.buf[self.start..]) }
+    pub(crate) fn push_to(&self, out: &mut String) {
+        let from: &[u8; DIGITS] = self.buf[self.start..self.start + DIGITS]
+            .try_into()
+            .expect("start < DIGITS, buf has 2 * DIGITS bytes");
+        // SAFETY: `buf[start..DIGITS]` is only written from the ASCII digit tables in this
+        // module (the fields are private).
+        unsafe { push_fixed(out, from, self.len()) }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.buf.len() - self.start
+        DIGITS - self.start
     }
 }
 
@@ -194,7 +245,17 @@ mod tests {
 
     #[test]
     fn digits_and_writer() {
-        for v in [0u64, 9, 10, 99, 100, 12345, u64::MAX] {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values = vec![0u64, 9, 10, 15, 16, 99, 100, 12345, 0xabcdef, u64::MAX];
+        for i in 0..64 {
+            values.push(1 << i);
+            values.push((1u64 << i) - 1);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (i % 60));
+        }
+        for v in values {
             assert_eq!(Digits::dec(v).as_bytes(), v.to_string().as_bytes());
             assert_eq!(Digits::hex(v, false).as_bytes(), format!("{v:x}").as_bytes());
             assert_eq!(Digits::hex(v, true).as_bytes(), format!("{v:X}").as_bytes());

@@ -110,6 +110,14 @@ pub(crate) enum Node {
         off: u32,
         ty: IntTy,
     },
+    /// `REC->arr[i]` for a fixed array and a constant `i` within it: the element at `off`,
+    /// read when the record holds the whole array (up to `end`), as indexing the array's
+    /// bytes would.
+    Elem {
+        off: u32,
+        end: u32,
+        ty: IntTy,
+    },
     /// The data of an array, flexible or dynamic field (index into the program's fields).
     Data {
         field: u16,
@@ -184,7 +192,10 @@ pub(crate) enum Helper {
 impl Node {
     pub fn ty(&self) -> Ty {
         match self {
-            Node::Int(_, t) | Node::Field { ty: t, .. } | Node::Cast { ty: t, .. } => Ty::Int(*t),
+            Node::Int(_, t)
+            | Node::Field { ty: t, .. }
+            | Node::Elem { ty: t, .. }
+            | Node::Cast { ty: t, .. } => Ty::Int(*t),
             Node::PtrCast { .. } => Ty::Int(IntTy::ULONG),
             Node::Str(_) => Ty::Bytes(IntTy::S8),
             Node::Data { elem, .. } => Ty::Bytes(*elem),

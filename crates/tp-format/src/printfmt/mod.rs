@@ -192,7 +192,14 @@ impl Compiled {
             }
             merged.push(op);
         }
-        Ok(Compiled { kind: Kind::Fmt { ops: merged, args, fields }, unsupported })
+        let ops = merged
+            .into_iter()
+            .map(|op| match op {
+                Op::Lit(s) => Op::literal(s),
+                op => op,
+            })
+            .collect();
+        Ok(Compiled { kind: Kind::Fmt { ops, args, fields }, unsupported })
     }
 
     /// Append the event's text for `record` (the whole record, common fields included).

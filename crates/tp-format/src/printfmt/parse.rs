@@ -353,11 +353,7 @@ impl<'a> Parser<'a> {
                     _ => self.unsupported(pos, "address of an expression"),
                 },
                 _ => match e.ty() {
-                    Ty::Bytes(elem) => Ok(Node::Index {
-                        base: Box::new(e),
-                        idx: Box::new(Node::Int(0, IntTy::INT)),
-                        elem,
-                    }),
+                    Ty::Bytes(elem) => Ok(self.index(e, Node::Int(0, IntTy::INT), elem)),
                     _ => self.unsupported(pos, "dereference of an integer"),
                 },
             };
@@ -581,7 +577,7 @@ impl<'a> Parser<'a> {
                 if !matches!(idx.ty(), Ty::Int(_)) {
                     return self.unsupported(pos, "non-integer index");
                 }
-                e = Node::Index { base: Box::new(e), idx: Box::new(idx), elem };
+                e = self.index(e, idx, elem);
             } else if self.is_punct("->") || self.is_punct(".") {
                 return self.unsupported(pos, "struct member access");
             } else {
@@ -610,6 +606,25 @@ impl<'a> Parser<'a> {
                 Ok(Node::Data { field: self.push_field(f, pos)?, elem })
             }
         }
+    }
+
+    /// `base[idx]`; an element of a fixed array at a constant index within it is read
+    /// straight from its place (`Node::Elem`), the common `REC->args[0]`.
+    fn index(&self, base: Node, idx: Node, elem: IntTy) -> Node {
+        if let (Node::Data { field, .. }, Node::Int(i, it)) = (&base, &idx) {
+            let f = &self.fields[*field as usize];
+            let size = elem.size as u64;
+            let at = i.checked_mul(size).filter(|_| !(it.signed && (*i as i64) < 0));
+            if let (FieldKind::Array { .. }, Some(at)) = (f.kind, at) {
+                let end = f.offset as u64 + f.size as u64;
+                let off = f.offset as u64 + at;
+                let inside = at.checked_add(size).is_some_and(|e| e <= f.size as u64);
+                if inside && end <= u32::MAX as u64 {
+                    return Node::Elem { off: off as u32, end: end as u32, ty: elem };
+                }
+            }
+        }
+        Node::Index { base: Box::new(base), idx: Box::new(idx), elem }
     }
 
     fn push_field(&mut self, f: Field, pos: usize) -> R<u16> {

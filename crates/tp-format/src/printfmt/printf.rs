@@ -312,13 +312,24 @@ pub(crate) fn number(out: &mut String, num: u64, base: u8, flags: u8, width: i32
 /// Decimal `u64`, no padding (the common case, kept branch-light).
 #[inline]
 pub(crate) fn push_dec(out: &mut String, v: u64) {
-    out.push_str(Digits::dec(v).as_str());
+    Digits::dec(v).push_to(out);
 }
 
 /// Lowercase hex, no padding.
 #[inline]
 pub(crate) fn push_hex(out: &mut String, v: u64) {
-    out.push_str(Digits::hex(v, false).as_str());
+    Digits::hex(v, false).push_to(out);
+}
+
+/// `%x`/`%X` (`SMALL` in `flags`: lower case) with `SPECIAL` (`0x`/`0X`), no width or
+/// precision: what [`number`] prints for an unsigned value then.
+#[inline]
+pub(crate) fn push_hex_prefixed(out: &mut String, v: u64, flags: u8) {
+    let lower = flags & SMALL != 0;
+    if flags & SPECIAL != 0 {
+        out.push_str(if lower { "0x" } else { "0X" });
+    }
+    Digits::hex(v, !lower).push_to(out);
 }
 
 /// `%02x` of a byte.

@@ -2,7 +2,7 @@
 
 use super::ast::{BinOp, Helper, IntTy, Node, UnOp};
 use super::printf::{self, Conv, Count, Spec, LEFT, SIGN};
-use super::{helpers, pointer, RenderCtx};
+use super::{ascii, helpers, pointer, RenderCtx};
 use crate::format::{read_uint, Field, FieldKind};
 
 /// Printed where a value cannot be had from the record (record too short, a dynamic field
@@ -59,6 +59,13 @@ pub(crate) fn eval<'a>(n: &'a Node, env: &Env<'a>) -> Val<'a> {
             match env.rec.get(off..off + ty.size as usize) {
                 Some(b) => Val::Int(ty.norm(read_uint(b, env.be)), *ty),
                 None => Val::Bad,
+            }
+        }
+        Node::Elem { off, end, ty } => {
+            let (off, end) = (*off as usize, *end as usize);
+            match env.rec.get(off..off + ty.size as usize) {
+                Some(b) if env.rec.len() >= end => Val::Int(ty.norm(read_uint(b, env.be)), *ty),
+                _ => Val::Bad,
             }
         }
         Node::Data { field, .. } => match field_bytes(env, *field) {
@@ -197,8 +204,29 @@ fn binary(op: BinOp, x: u64, y: u64, ty: IntTy) -> Val<'static> {
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
     Lit(Box<str>),
-    Conv { spec: Spec, arg: u16, width_arg: Option<u16>, prec_arg: Option<u16> },
+    /// A literal of at most 16 ASCII bytes (most are: `, `, ` prev_pid=`), copied as a
+    /// fixed 16.
+    Short([u8; 16], u8),
+    Conv {
+        spec: Spec,
+        arg: u16,
+        width_arg: Option<u16>,
+        prec_arg: Option<u16>,
+    },
     Stop,
+}
+
+impl Op {
+    /// Literal text: a `Short` when it is short ASCII.
+    pub(crate) fn literal(s: Box<str>) -> Op {
+        if s.len() <= 16 && s.is_ascii() {
+            let mut b = [0u8; 16];
+            b[..s.len()].copy_from_slice(s.as_bytes());
+            Op::Short(b, s.len() as u8)
+        } else {
+            Op::Lit(s)
+        }
+    }
 }
 
 /// Resolve `*` counts and print one conversion.
@@ -206,6 +234,8 @@ pub(crate) fn run(ops: &[Op], args: &[Node], env: &Env<'_>, ctx: &RenderCtx<'_>,
     for op in ops {
         match op {
             Op::Lit(s) => out.push_str(s),
+            // SAFETY: `Short`s are built from ASCII only (`Op::literal`).
+            Op::Short(b, n) => unsafe { ascii::push_fixed(out, b, *n as usize) },
             Op::Stop => return,
             Op::Conv { spec, arg, width_arg, prec_arg } => {
                 let mut flags = spec.flags;
@@ -263,6 +293,9 @@ pub(crate) fn conv(
                     } else {
                         printf::number(out, x, *base, f, width, prec);
                     }
+                } else if width < 0 && prec < 0 && *base == 16 {
+                    // `%x`, `%lx`, `%#x` without width or precision: `number()` pads nothing.
+                    printf::push_hex_prefixed(out, x, f);
                 } else {
                     printf::number(out, x, *base, f, width, prec);
                 }

@@ -953,3 +953,23 @@ fn raw_newline_inside_the_format_string() {
     e.print_fmt = "\"dev %d fc ineligible reasons:\n%s:%u\", REC->a, \"XATTR\", REC->a".into();
     assert_eq!(render(&e, &rec(&ab(3, 0))), "dev 3 fc ineligible reasons:\nXATTR:3");
 }
+
+/// `REC->args[i]` of a fixed array reads the element; a record that does not hold the
+/// whole array prints `[?]` for every element, as indexing the array's bytes does; an
+/// index outside the array or negative is `[?]`; `%#lx`, `%lX` and `%lx` print as `number()`.
+#[test]
+fn array_elements_by_constant_index() {
+    let e = event(
+        "t",
+        "e",
+        &[("unsigned long args[3]", 8, 24, false)],
+        "\"%lx %#lx %lX [%ld] [%d]\", REC->args[0], REC->args[1], REC->args[2], REC->args[3], \
+         REC->args[-1]",
+    );
+    let mut body = Vec::new();
+    for v in [0x7ffe_643c_0e7cu64, 0, 0xabc] {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    assert_eq!(render(&e, &rec(&body)), "7ffe643c0e7c 0x0 ABC [[?]] [[?]]");
+    assert_eq!(render(&e, &rec(&body[..16])), "[?] [?] [?] [[?]] [[?]]");
+}
