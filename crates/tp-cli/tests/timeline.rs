@@ -3,8 +3,8 @@
 //! `trace-cmd report` on the file; `tp list --program`. Needs root and tracefs (CI runs as
 //! root; fails loudly without them).
 //!
-//! The example is built by this test (`cargo build -p tp --example timeline`, into this test
-//! binary's own target directory and profile).
+//! The examples are built by this test (`cargo rustc -p tp --example timeline`, into this
+//! test binary's own target directory and profile; `stacks` with frame pointers).
 
 mod common;
 use common::{require_tracefs, run, Tmp, TP};
@@ -20,7 +20,12 @@ const THREADS: usize = 6;
 /// The `timeline` example of crate `tp`, built once.
 fn example() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
+    EXE.get_or_init(|| build_example("timeline", &[]))
+}
+
+/// Build an example of crate `tp` (`cargo rustc`, with `rustc_args` for the example alone).
+fn build_example(name: &str, rustc_args: &[&str]) -> PathBuf {
+    {
         // target/<profile>/deps/timeline-HASH
         let me = std::env::current_exe().unwrap();
         let profile_dir = me.parent().unwrap().parent().unwrap();
@@ -28,18 +33,19 @@ fn example() -> &'static Path {
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "tp", "--example", "timeline", "--target-dir"])
+        cmd.args(["rustc", "--quiet", "-p", "tp", "--example", name, "--target-dir"])
             .arg(target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         if release {
             cmd.arg("--release");
         }
-        let st = cmd.status().expect("running cargo to build the timeline example");
-        assert!(st.success(), "cargo build -p tp --example timeline failed: {st}");
-        let exe = profile_dir.join("examples").join("timeline");
+        cmd.arg("--").args(rustc_args);
+        let st = cmd.status().expect("running cargo to build the example");
+        assert!(st.success(), "cargo rustc -p tp --example {name} failed: {st}");
+        let exe = profile_dir.join("examples").join(name);
         assert!(exe.is_file(), "{} missing after the build", exe.display());
         exe
-    })
+    }
 }
 
 fn text(b: &[u8]) -> String {
@@ -291,4 +297,51 @@ fn the_programs_recorder_thread_is_left_out_unless_kept() {
     );
     // The program's own switches are still there (2 ms sleeps in each of 200 rounds).
     assert!(switches >= 200, "only {switches} sched_switch lines");
+}
+
+/// `TP_STACKS` through `tp record`: the program's `stacks:leaf` events (fired in `c`, called
+/// by `b`, `a`, `main`; the example built with frame pointers) each come with their user
+/// stack in its buffer, printed as the kernel prints one (` =>  <address>`), with the
+/// return addresses into c, b, a and main first; `trace-cmd report` reads the file.
+#[test]
+fn rust_events_carry_user_stacks_through_tp_record() {
+    require_tracefs();
+    let exe = build_example("stacks", &["-C", "force-frame-pointers=yes"]);
+    let tmp = Tmp::new("stacks");
+    let file = tmp.path("trace.dat");
+    let out = run(Command::new(TP)
+        .args(["record", "-e", "stacks:*", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg("20")
+        .env("TP_STACKS", "stacks:leaf"));
+    let stdout = text(&out.stdout);
+    let addr = |name: &str| -> u64 {
+        let l = stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap();
+        u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    let funcs = [("c", addr("c")), ("b", addr("b")), ("a", addr("a")), ("main", addr("main"))];
+    let func_of =
+        |ra: u64| funcs.iter().filter(|(_, s)| *s < ra).max_by_key(|(_, s)| *s).map(|(n, _)| *n);
+    let report = text(&run(Command::new(TP).arg("report").arg("-i").arg(&file)).stdout);
+    let lines: Vec<&str> = report.lines().collect();
+    let leaves: Vec<usize> =
+        (0..lines.len()).filter(|&i| lines[i].contains(": leaf: i=")).collect();
+    assert_eq!(leaves.len(), 20, "{report}");
+    for &i in &leaves {
+        assert!(lines[i + 1].ends_with(": <user stack trace>"), "{}\n{}", lines[i], lines[i + 1]);
+        let frames: Vec<u64> = lines[i + 2..]
+            .iter()
+            .map_while(|l| l.strip_prefix(" =>  <")?.strip_suffix('>'))
+            .map(|a| u64::from_str_radix(a, 16).unwrap())
+            .collect();
+        let names: Vec<_> = frames.iter().take(4).map(|&ra| func_of(ra)).collect();
+        assert_eq!(names, [Some("c"), Some("b"), Some("a"), Some("main")], "{frames:x?}");
+    }
+    let plain = lines.iter().filter(|l| l.contains(": plain: i=")).count();
+    let stacks = lines.iter().filter(|l| l.ends_with(": <user stack trace>")).count();
+    assert_eq!((plain, stacks), (20, 20));
+    let tc = text(&run(Command::new("trace-cmd").args(["report", "-i"]).arg(&file)).stdout);
+    assert_eq!(tc.matches(" user_stack: ").count(), 20, "{tc}");
 }

@@ -46,6 +46,9 @@
 //!   (raw records). Read-copy-update keeps the hot path lock-free (module `rcu`).
 //! - Control: [`enable`], [`disable`], [`set_events`] by glob, and `TP_EVENTS` in the
 //!   environment (read at first use: `TP_EVENTS='myapp:*,other:req_*'`).
+//! - User stacks: [`Site::set_stacks`], [`set_stacks`] by glob and `TP_STACKS` (same
+//!   syntax): the recorder writes the firing thread's stack (frame pointers, up to 8 return
+//!   addresses) after each such event as the kernel's `ftrace:user_stack` record.
 //! - Sinks: the [`Recorder`] (per-thread buffers of kernel-format ring-buffer pages,
 //!   CLOCK_MONOTONIC timestamps from the TSC, a background thread, one trace.dat v7 file with
 //!   one stream per thread; full buffers drop and count) and the [`TextSink`]
@@ -108,13 +111,16 @@ mod ring;
 pub mod sdt;
 mod site;
 mod spool;
+mod stack;
 pub mod text;
 
 pub use field::CharArray;
 pub use read::Recording;
 pub use record::Common;
 pub use recorder::{RecordError, Recorder, RecorderBuilder, Stats};
-pub use registry::{add_sink, disable, enable, find, set_events, tracepoints, SinkHandle};
+pub use registry::{
+    add_sink, disable, enable, find, set_events, set_stacks, tracepoints, SinkHandle,
+};
 pub use sdt::{Gate, SdtArg};
 pub use site::{Event, Meta, ProbeHandle, Site};
 pub use text::TextSink;

@@ -152,6 +152,8 @@ pub(crate) fn metadata(streams: &[Stream]) -> Metadata {
     }
     Metadata {
         event_formats: systems,
+        // For the user stacks of events that record them (`crate::stack`).
+        ftrace_formats: vec![crate::stack::format_text()],
         cmdlines,
         clock: "mono".into(),
         cpustats,

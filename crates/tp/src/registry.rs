@@ -36,6 +36,9 @@ pub fn init() {
         if let Ok(spec) = std::env::var("TP_EVENTS") {
             apply_events(sorted(), &spec);
         }
+        if let Ok(spec) = std::env::var("TP_STACKS") {
+            apply_stacks(sorted(), &spec);
+        }
     });
 }
 
@@ -120,6 +123,31 @@ fn apply_events(sites: &'static [&'static Site], spec: &str) -> usize {
         }
     }
     sites.iter().filter(|s| s.is_enabled()).count()
+}
+
+/// Record the user stack after each event of the tracepoints matching a `TP_STACKS`-style
+/// list (`myapp:*,-myapp:noisy`; see [`crate::Site::set_stacks`]), and of no others.
+/// Returns how many tracepoints record stacks.
+pub fn set_stacks(spec: &str) -> usize {
+    apply_stacks(tracepoints(), spec)
+}
+
+fn apply_stacks(sites: &'static [&'static Site], spec: &str) -> usize {
+    let entries: Vec<&str> = spec.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+    let _g = control_lock();
+    for s in sites {
+        let mut on = false;
+        for e in &entries {
+            match e.strip_prefix('-') {
+                Some(g) if glob_match_site(g, s) => on = false,
+                None if glob_match_site(e, s) => on = true,
+                _ => {}
+            }
+        }
+        s.set_stacks_locked(on);
+        refresh_site(s);
+    }
+    sites.iter().filter(|s| s.stacks()).count()
 }
 
 // ---- global state that decides each site's `state` ----

@@ -15,6 +15,9 @@ pub(crate) const PROBES: u8 = 1;
 pub const RECORD: u8 = 2;
 /// `state` bit: enabled and at least one global sink is attached.
 pub(crate) const SINKS: u8 = 4;
+/// `state` bit: recording, with the user stack after each event ([`Site::set_stacks`]). Not
+/// `RECORD` alone, so such a site leaves the recorder-only fast path for [`Everything`].
+pub(crate) const STACK: u8 = 8;
 
 /// What `trace_event!` knows about an event at compile time.
 #[derive(Debug)]
@@ -106,6 +109,8 @@ pub struct Site {
     id: AtomicU16,
     /// Enabled by [`crate::enable`] / `TP_EVENTS` (for the recorder and sinks).
     enabled: AtomicBool,
+    /// Record the user stack after each event (see [`crate::stack`]).
+    stacks: AtomicBool,
     probes: AtomicPtr<ProbeArray>,
     meta: &'static Meta,
     format: OnceLock<EventFormat>,
@@ -124,6 +129,7 @@ impl Site {
             gate,
             id: AtomicU16::new(0),
             enabled: AtomicBool::new(true),
+            stacks: AtomicBool::new(false),
             probes: AtomicPtr::new(core::ptr::null_mut()),
             meta,
             format: OnceLock::new(),
@@ -188,6 +194,26 @@ impl Site {
         self.enabled.store(on, Ordering::Relaxed);
     }
 
+    /// Whether the recorder writes the user stack after each of this site's events.
+    pub fn stacks(&self) -> bool {
+        self.stacks.load(Ordering::Relaxed)
+    }
+
+    /// Record the firing thread's user stack (frame pointers, up to 8 return addresses)
+    /// right after each event of this site, as an `ftrace:user_stack` record; see also
+    /// [`crate::set_stacks`] and `TP_STACKS`. A site with stacks takes the probes' path
+    /// instead of the recorder's fast path; the others are unaffected.
+    pub fn set_stacks(&'static self, on: bool) {
+        crate::registry::init();
+        let _g = crate::registry::control_lock();
+        self.set_stacks_locked(on);
+        crate::registry::refresh_site(self);
+    }
+
+    pub(crate) fn set_stacks_locked(&self, on: bool) {
+        self.stacks.store(on, Ordering::Relaxed);
+    }
+
     /// The event's layout and print fmt, as the kernel's `events/SYS/NAME/format` file has
     /// them. [`EventFormat::to_format_text`] gives the text.
     pub fn format(&self) -> &EventFormat {
@@ -210,6 +236,9 @@ impl Site {
         }
         if self.is_enabled() && recording {
             s |= RECORD;
+            if self.stacks() {
+                s |= STACK;
+            }
         }
         if self.is_enabled() && sinks {
             s |= SINKS;
@@ -400,11 +429,19 @@ impl Emit for Everything {
     fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W) {
         let Everything { site, state, args } = self;
         let raw = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
+        // Here, straight in `__tp_fire_all_NAME`: see `stack::capture`.
+        let frames = if state & STACK != 0 { crate::stack::capture(&write) } else { [0; 8] };
         ctx::with(|ctx| {
             let _g = ReadGuard::new(ctx);
             let mut rec = None;
             if state & RECORD != 0 {
                 rec = crate::recorder::record(ctx, &site.id, len, &write, raw);
+                if state & STACK != 0 && rec.is_some() {
+                    let w =
+                        |w: &mut RecordWriter, c: Common| crate::stack::write_record(&frames, w, c);
+                    let id = &crate::stack::USER_STACK_ID;
+                    crate::recorder::record(ctx, id, crate::stack::RECORD_LEN, &w, raw);
+                }
             }
             if state & (PROBES | SINKS) != 0 {
                 dispatch(ctx, site, state, len, &write, rec, args);

@@ -204,7 +204,7 @@ pub fn write_tracedat_with_user(
         user,
         m.header_page.page_size(),
         m.header_page,
-        &m.ftrace_formats,
+        &mut m.ftrace_formats,
         &mut m.event_formats,
         &mut m.cmdlines,
     )?;

@@ -104,7 +104,9 @@ pub fn collect(dir: &Path) -> Result<Vec<UserTrace>> {
 pub fn unmatched(globs: &[String], traces: &[UserTrace]) -> Vec<(String, Vec<String>)> {
     let have: std::collections::BTreeSet<String> = traces
         .iter()
-        .flat_map(|t| t.dat.events().iter().map(|e| format!("{}:{}", e.system, e.name)))
+        .flat_map(|t| t.dat.events().iter())
+        .filter(|e| e.system != "ftrace") // the user stacks' format, not a tracepoint
+        .map(|e| format!("{}:{}", e.system, e.name))
         .collect();
     globs
         .iter()
@@ -124,20 +126,21 @@ fn format_id(text: &str) -> Option<u32> {
     text.lines().rev().find_map(|l| l.strip_prefix("ID: ")).and_then(|v| v.trim().parse().ok())
 }
 
-/// Add the user recordings' event formats to `event_formats` (per system), their threads
+/// Add the user recordings' event formats to `event_formats` (per system; the `ftrace`
+/// ones, the user stacks' format, to `ftrace_formats`), their threads
 /// to `cmdlines`; error on an ID that the kernel's formats or another program's use for a
 /// different event.
 pub fn merge_metadata(
     traces: &[UserTrace],
     page_size: usize,
     header_page: tp_format::header::HeaderPage,
-    ftrace_formats: &[String],
+    ftrace_formats: &mut Vec<String>,
     event_formats: &mut Vec<(String, Vec<String>)>,
     cmdlines: &mut String,
 ) -> Result<()> {
     // ID -> "system:name" of every format already in the file.
     let mut ids: BTreeMap<u32, String> = BTreeMap::new();
-    for t in ftrace_formats {
+    for t in ftrace_formats.iter() {
         if let Some(id) = format_id(t) {
             ids.insert(id, format!("ftrace:{}", format_name(t)));
         }
@@ -172,6 +175,12 @@ pub fn merge_metadata(
             }
             ids.insert(ev.id, full);
             let text = ev.to_format_text();
+            if ev.system == "ftrace" {
+                // The program's `ftrace:user_stack` (its own ID): with the kernel's ftrace
+                // formats, where trace.dat readers look for that system.
+                ftrace_formats.push(text);
+                continue;
+            }
             match event_formats.iter_mut().find(|(s, _)| *s == ev.system) {
                 Some((_, v)) => v.push(text),
                 None => event_formats.push((ev.system.clone(), vec![text])),

@@ -7,6 +7,7 @@ mod events;
 mod format;
 mod probes;
 mod recording;
+mod stacks;
 mod stress;
 mod text;
 

@@ -1,0 +1,110 @@
+//! User stacks of Rust events: a program with a known call chain (`main -> a -> b -> c`,
+//! `examples/stacks.rs`), built with frame pointers, records with `TP_STACKS`; each
+//! `stacks:leaf` event is followed in its thread's pages by an `ftrace:user_stack` record
+//! whose return addresses are in `c`, `b`, `a`, `main`, in that order; `stacks:plain` has
+//! none. trace-cmd reads the file.
+
+use std::path::PathBuf;
+use std::process::Command;
+use tp::Recording;
+use tp_format::render::{Options, Renderer, Tables};
+
+/// The `stacks` example built with frame pointers (`cargo rustc`: the flag for the example
+/// alone; the walk is compiled in the program's crate, see `stack::capture`), in this test
+/// binary's target directory and profile.
+fn build_program() -> PathBuf {
+    // target/<profile>/deps/tp-HASH
+    let me = std::env::current_exe().unwrap();
+    let profile_dir = me.parent().unwrap().parent().unwrap();
+    let target_dir = profile_dir.parent().unwrap();
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["rustc", "--quiet", "-p", "tp", "--example", "stacks", "--target-dir"])
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if release {
+        cmd.arg("--release");
+    }
+    let st = cmd.args(["--", "-C", "force-frame-pointers=yes"]).status().expect("run cargo");
+    assert!(st.success(), "cargo rustc -p tp --example stacks failed: {st}");
+    profile_dir.join("examples").join("stacks")
+}
+
+#[test]
+fn events_carry_their_callers_in_order() {
+    let dir = crate::temp_dir("stacks");
+    let exe = build_program();
+    let file = dir.join("stacks.dat");
+    let out = Command::new(&exe)
+        .arg("100")
+        .env("TP_STACKS", "stacks:leaf")
+        .env("TP_RECORD", &file)
+        .env_remove("TP_EVENTS")
+        .env_remove("TP_TEXT")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let addr = |name: &str| -> u64 {
+        let l = stdout.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap();
+        u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap()
+    };
+    let pid = stdout.lines().find_map(|l| l.strip_prefix("pid ")).unwrap().parse::<u64>().unwrap();
+    let funcs = [("c", addr("c")), ("b", addr("b")), ("a", addr("a")), ("main", addr("main"))];
+    // The function a return address is in: the nearest start below it.
+    let func_of =
+        |ra: u64| funcs.iter().filter(|(_, s)| *s < ra).max_by_key(|(_, s)| *s).map(|(n, _)| *n);
+
+    let r = Recording::open(&file).unwrap();
+    let id_of = |sys: &str, name: &str| {
+        r.formats.iter().find(|f| f.system == sys && f.name == name).unwrap().id as u16
+    };
+    let (leaf, plain, ustack) =
+        (id_of("stacks", "leaf"), id_of("stacks", "plain"), id_of("ftrace", "user_stack"));
+    let renderer = Renderer::new(r.formats.clone(), Tables::default(), Options::default());
+    let id = |rec: &[u8]| u16::from_le_bytes([rec[0], rec[1]]);
+    let mut leaves = 0;
+    for (i, (stream, ts, rec)) in r.records.iter().enumerate() {
+        if id(rec) == ustack {
+            let (_, _, before) = &r.records[i - 1];
+            assert_eq!(id(before), leaf, "a user stack follows only stacks:leaf");
+            continue;
+        }
+        if id(rec) == plain {
+            assert!(r.records.get(i + 1).is_none_or(|(_, _, n)| id(n) != ustack));
+            continue;
+        }
+        assert_eq!(id(rec), leaf);
+        leaves += 1;
+        let (s2, ts2, st) = &r.records[i + 1];
+        assert_eq!((s2, ts2, id(st)), (stream, ts, ustack), "the stack right after the event");
+        let callers: Vec<u64> =
+            st[16..80].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        let names: Vec<Option<&str>> = callers[..4].iter().map(|&ra| func_of(ra)).collect();
+        assert_eq!(names, [Some("c"), Some("b"), Some("a"), Some("main")], "{callers:x?}");
+        assert_eq!(&st[4..8], &rec[4..8], "the event's thread");
+        assert_eq!(u32::from_le_bytes(st[8..12].try_into().unwrap()) as u64, pid, "tgid");
+        // Printed as the kernel prints a user stack.
+        let mut text = String::new();
+        renderer.render_text(st, &mut text);
+        let mut want = String::from("<user stack trace>");
+        for ra in callers.iter().take_while(|&&ra| ra != 0) {
+            want.push_str(&format!("\n =>  <{ra:016x}>"));
+        }
+        assert_eq!(text, want);
+    }
+    assert_eq!(leaves, 100);
+
+    // trace-cmd reads the file: the same number of user stacks, the same first frames.
+    let tc = Command::new("trace-cmd").args(["report", "-i"]).arg(&file).output();
+    let tc = tc.expect("trace-cmd is installed (CI installs it)");
+    assert!(tc.status.success(), "{}", String::from_utf8_lossy(&tc.stderr));
+    let text = String::from_utf8_lossy(&tc.stdout);
+    assert_eq!(text.matches("user_stack:").count(), 100, "{text}");
+    let first = format!("=> 0x{:x}", {
+        let i = r.records.iter().position(|(_, _, rec)| id(rec) == ustack).unwrap();
+        u64::from_le_bytes(r.records[i].2[16..24].try_into().unwrap())
+    });
+    assert!(text.contains(&first), "{first} in\n{text}");
+}
