@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Call stacks on every hit of a tracepoint: `tp record -g` against `perf record -g` with the
+# same event, in one run.
+#
+#   bench/callchain-record-overhead.sh [CALLS] [ROUNDS]     (root; run from the repository root)
+#
+# Workload: ../shared/peers/load/syscall-load.c (or $LOAD_SRC), CALLS getppid() calls
+# (default 1,000,000), each one raw_syscalls:sys_enter with its kernel and user frames. It
+# prints its own loop time. Configurations, interleaved ROUNDS times (default 5):
+#   alone   the load, nothing recording
+#   perf    perf record -g -e raw_syscalls:sys_enter -- LOAD     (perf's default ring, every hit)
+#   tp      tp record -g -e raw_syscalls:sys_enter -- LOAD       (every hit)
+# For each: the loop time and the samples lost (CALLS + the load's start-up syscalls minus
+# the samples in the file; and the LOST records), median and range over the rounds, as
+# `perf report --stats` counts them in either file.
+set -euo pipefail
+CALLS=${1:-1000000}
+ROUNDS=${2:-5}
+here=$(cd "$(dirname "$0")/.." && pwd)
+src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
+work=$(mktemp -d /tmp/tp-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT INT TERM
+
+[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
+perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
+gcc -O2 -o "$work/load" "$src"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
+(cd "$here" && cargo build --release -q -p tp-cli)
+TP="$CARGO_TARGET_DIR/release/tp"
+
+loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
+stat_of() { # file, what (SAMPLE, LOST): the count perf report --stats gives
+  perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
+}
+# The syscalls of one run of the load (start-up included; its stdout a file, as below: to
+# /dev/null it makes one more), counted exactly by perf stat.
+perf stat -x, -o "$work/stat" -e raw_syscalls:sys_enter -- "$work/load" "$CALLS" > "$work/out"
+expected=$(awk -F, '/raw_syscalls:sys_enter/ { print $1 }' "$work/stat")
+
+declare -A LOOP MISSING LOSTREC
+for r in $(seq "$ROUNDS"); do
+  "$work/load" "$CALLS" > "$work/out"
+  LOOP[alone]+="$(loop_ns "$work/out") "
+  for tool in perf tp; do
+    rm -f "$work/$tool.data"
+    if [ "$tool" = perf ]; then
+      perf record -q -g -e raw_syscalls:sys_enter -o "$work/perf.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
+    else
+      "$TP" record -q -g -e raw_syscalls:sys_enter -o "$work/tp.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
+    fi
+    LOOP[$tool]+="$(loop_ns "$work/out") "
+    s=$(stat_of "$work/$tool.data" SAMPLE); l=$(stat_of "$work/$tool.data" LOST)
+    m=$(( expected - ${s:-0} )); [ "$m" -lt 0 ] && m=0
+    MISSING[$tool]+="$m "
+    LOSTREC[$tool]+="${l:-0} "
+  done
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+range() { tr ' ' '\n' | grep . | sort -n | awk -v d="$1" 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo / d, hi / d }'; }
+echo "raw_syscalls:sys_enter with call stacks (-g) on every hit: $CALLS getppid() calls ($expected syscalls a run), $ROUNDS rounds, median (range)"
+printf '%-6s %12s %16s %14s %14s\n' config "loop ms" range "samples lost" "LOST records"
+for n in alone perf tp; do
+  lost="-"; lrange=""; rec="-"
+  if [ "$n" != alone ]; then
+    lost="$(echo "${MISSING[$n]}" | median) ($(echo "${MISSING[$n]}" | range 1))"
+    rec="$(echo "${LOSTREC[$n]}" | median)"
+  fi
+  printf '%-6s %12.0f %16s %14s %14s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" "$lost" "$rec"
+done
+awk -v a="$(echo "${LOOP[alone]}" | median)" -v p="$(echo "${LOOP[perf]}" | median)" -v t="$(echo "${LOOP[tp]}" | median)" \
+  'BEGIN { printf "loop: perf/alone %.2fx  tp/alone %.2fx  tp/perf %.2fx\n", p / a, t / a, t / p }'
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: other builds run beside)"
