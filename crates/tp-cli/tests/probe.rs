@@ -926,3 +926,65 @@ fn usdt_binary_provider_name_is_bpftraces_spelling_of_an_sdt_event() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no SDT probe matches"));
 }
+
+// ---- Function arguments by name (DWARF) ----
+
+const NAMED: &str = r#"
+#include <stdlib.h>
+__attribute__((noinline)) int f(int x, long y, short z, const char *s) {
+    return x * 7 - 3 + (int)y + z + s[0];
+}
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]);
+    volatile int s = 0;
+    for (int i = 0; i < n; i++) s += f(i, -1000L * i, (short)-i, "hey");
+    return 0;
+}
+"#;
+
+#[test]
+fn arguments_by_name_are_placed_and_typed_from_dwarf_as_perf_probe_does() {
+    let p = Prog::build_from("named", &[NAMED], &["-O1", "-g"]);
+    let exe = p.exe.to_str().unwrap();
+    let group = &p.groups[0];
+    ok(&tp(&["probe", "-x", exe, "--add", "f", "x", "y", "z", "s"]));
+    let by_tp = uprobe_lines(group);
+    ok(&tp(&["probe", "--del", &format!("{group}:*")]));
+    let perf = Command::new("perf").args(["probe", "-x", exe, "--add", "f x y z s"]).output();
+    let by_perf = uprobe_lines(group);
+    let _ = Command::new("perf").args(["probe", "-d", &format!("{group}:*")]).output();
+    assert!(perf.unwrap().status.success());
+    assert_eq!(by_tp.len(), 1);
+    assert_eq!(by_tp, by_perf);
+
+    // Recorded with the values the function was called with; a NAME= and a :TYPE override.
+    ok(&tp(&["probe", "-x", exe, "f", "x", "big=y", "z:s32"]));
+    let out = p.dir.join("n.dat");
+    ok(&record(&out, &format!("{group}:f"), &[exe, "15"]));
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    assert_eq!(values(&text, "f", "x"), (0..15).collect::<Vec<_>>(), "{text}");
+    assert_eq!(values(&text, "f", "big"), (0..15).map(|i| -1000 * i).collect::<Vec<_>>());
+    assert!(uprobe_lines(group)[0].contains(" z=%dx:s32"), "{:?}", uprobe_lines(group));
+
+    let err = |args: &[&str]| {
+        let out = tp(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = err(&["probe", "-x", exe, "f", "nope"]);
+    assert!(e.contains("no argument \"nope\" (its arguments: x, y, z, s)"), "{e}");
+    assert!(err(&["probe", "-x", exe, "f%return", "x"]).contains("not its return"));
+}
+
+#[test]
+fn arguments_by_name_need_debug_information_and_a_place_at_the_entry() {
+    let bare = Prog::build_from("nodwarf", &[NAMED], &["-O1"]);
+    let out = tp(&["probe", "-x", bare.exe.to_str().unwrap(), "f", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no debug information"));
+    // -O0 stores arguments in the frame the prologue builds: refused, with the way out.
+    let o0 = Prog::build_from("odwarf", &[NAMED], &["-O0", "-g"]);
+    let out = tp(&["probe", "-x", o0.exe.to_str().unwrap(), "f", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("prologue") && err.contains("give it by register"), "{err}");
+    assert!(uprobe_lines(&o0.groups[0]).is_empty());
+}

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use tp_format::glob::glob_match;
 use tp_tracefs::{ProbeKind, Tracefs, Uprobe};
 
+pub mod dwarf;
 pub mod elf;
 pub mod run;
 pub mod sdt;
@@ -235,6 +236,16 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
         ),
     };
     let offset = bin.file_offset(addr + off)?;
+    let args = args
+        .iter()
+        .map(|a| match variable_arg(a) {
+            Some(_) if kind == ProbeKind::Return => {
+                bail!("argument {a:?}: a function's arguments by name are at its entry, not its return (use $retval)")
+            }
+            Some((name, var, ty)) => dwarf::fetcharg(&bin, addr, addr + off, var, name, ty),
+            None => Ok(a.clone()),
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut event = event_name(&elf::demangle(func).replace("::", "_"));
     if off != 0 {
         event = format!("{event}_{off}");
@@ -249,8 +260,23 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
         path: path.to_string_lossy().into_owned(),
         offset,
         ref_ctr: None,
-        args: args.to_vec(),
+        args,
     })
+}
+
+/// `[NAME=]VAR[:TYPE]` with VAR a C identifier: a function argument by name, as (NAME, VAR,
+/// TYPE); none for a fetcharg (`%di`, `+0(%si):string`, `$retval`, `@sym` ...).
+fn variable_arg(a: &str) -> Option<(&str, &str, Option<&str>)> {
+    let (name, rest) = a.split_once('=').unwrap_or(("", a));
+    let (var, ty) = match rest.split_once(':') {
+        Some((v, t)) => (v, Some(t)),
+        None => (rest, None),
+    };
+    let ident = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    ident(var).then_some((if name.is_empty() { var } else { name }, var, ty))
 }
 
 fn parse_offset(s: &str) -> Result<u64> {
@@ -270,5 +296,14 @@ mod tests {
         assert_eq!(group_for(Path::new("/lib/x86_64-linux-gnu/libc.so.6")), "probe_libc");
         assert_eq!(group_for(Path::new("/tmp/my-prog")), "probe_my_prog");
         assert_eq!(event_name("9x"), "_9x");
+    }
+
+    #[test]
+    fn variables_are_told_from_fetchargs() {
+        assert_eq!(variable_arg("x"), Some(("x", "x", None)));
+        assert_eq!(variable_arg("n=len:u16"), Some(("n", "len", Some("u16"))));
+        for f in ["%di", "x=%di:s32", "+0(%si):string", "$retval", "@sym", "\\5", "9x"] {
+            assert_eq!(variable_arg(f), None, "{f}");
+        }
     }
 }
