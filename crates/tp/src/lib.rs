@@ -135,7 +135,8 @@ pub struct EnvGuard {
 /// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder;
 /// `%p` in the path becomes the process id, so that several processes of one run, e.g. under
 /// `tp record -- COMMAND`, write separate files; `TP_COMPRESS=none|zstd|zlib` its file's
-/// compression, default zstd),
+/// compression, default zstd; `TP_RESERVE_MB` its memory kept for bursts, see
+/// [`RecorderBuilder::reserve_bytes`]),
 /// `TP_TEXT=stderr|PATH` (start the text sink). With `TP_LIST_FORMATS=PATH` (`-` for
 /// stdout) it writes [`formats_text`] there and exits the process: how a tool lists a
 /// program's tracepoints without knowing anything else about it.
@@ -160,6 +161,14 @@ pub fn init_from_env() -> Result<EnvGuard, RecordError> {
                 expected: "none, zstd or zlib",
             })?;
             b = b.compression(c);
+        }
+        if let Ok(v) = std::env::var("TP_RESERVE_MB") {
+            let mb = v.parse::<usize>().map_err(|_| RecordError::BadSetting {
+                name: "TP_RESERVE_MB",
+                value: v,
+                expected: "a number of MiB",
+            })?;
+            b = b.reserve_bytes(mb << 20);
         }
         g.recorder = Some(b.start()?);
     }

@@ -35,7 +35,11 @@ impl Chunker {
     }
 
     pub fn with_level(level: i32) -> std::io::Result<Chunker> {
-        Ok(Chunker { z: zstd::bulk::Compressor::new(level)?, out: Vec::new() })
+        let mut c = Chunker { z: zstd::bulk::Compressor::new(level)?, out: Vec::new() };
+        // Allocate (and fault in) the context and the output for a whole chunk now, not
+        // on a burst's first pages.
+        c.chunks(&[0; CHUNK_PAGES * PAGE_SIZE])?;
+        Ok(c)
     }
 
     /// The chunks of `pages` (a run of whole pages), valid until the next call.

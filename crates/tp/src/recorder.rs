@@ -55,6 +55,7 @@ pub struct RecorderBuilder {
     pages_per_thread: usize,
     compression: Compression,
     max_held: usize,
+    reserve: usize,
 }
 
 impl RecorderBuilder {
@@ -82,6 +83,17 @@ impl RecorderBuilder {
     /// while a burst waits). 0: never hold; a ring that fills drops events.
     pub fn max_held_bytes(mut self, n: usize) -> Self {
         self.max_held = n;
+        self
+    }
+
+    /// Bytes of memory the background thread keeps faulted in for held pages (default 0, at
+    /// most `max_held_bytes`): it faults them in when the rings are quiet, from the start of
+    /// the recording, and keeps them across bursts, because faulting fresh memory in during a
+    /// burst can be slower than a thread fires (it was on this project's VM). 256 MiB holds
+    /// a burst of about 10 million three-integer events. `TP_RESERVE_MB` sets it for
+    /// [`crate::init_from_env`].
+    pub fn reserve_bytes(mut self, n: usize) -> Self {
+        self.reserve = n;
         self
     }
 
@@ -115,7 +127,7 @@ impl RecorderBuilder {
             // assembled.
             Compression::None | Compression::Zlib => None,
         };
-        let spool = Spool::new(spool_dir.clone(), anchors, chunker, self.max_held);
+        let spool = Spool::new(spool_dir.clone(), anchors, chunker, self.max_held, self.reserve);
         let drain = std::thread::Builder::new()
             .name("tp-recorder".into())
             .spawn(move || drain_loop(sh, spool))
@@ -154,6 +166,7 @@ impl Recorder {
             pages_per_thread: 1024,
             compression: Compression::Zstd,
             max_held: 512 << 20,
+            reserve: 0,
         }
     }
 
@@ -298,10 +311,7 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     };
     // Allocate outside the lock; `finish` can't take the rings before this read section ends.
     let spare = sh.spare.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if spare.is_some() {
-        // The background thread builds the next one.
-        sh.wake.nudge();
-    }
+    let spare_taken = spare.is_some();
     let ring = Arc::new(Ring {
         pages: spare.unwrap_or_else(|| sh.new_page_ring()),
         cpu: sh.next_cpu.fetch_add(1, Ordering::Relaxed) as usize,
@@ -310,6 +320,11 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     });
     let p = Arc::as_ptr(&ring);
     sh.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    if spare_taken {
+        // The background thread builds the next one (after this ring is in the list: it
+        // does not build while a new ring may be starting a burst).
+        sh.wake.nudge();
+    }
     ctx.rec.set(p);
     ctx.rec_gen.set(gen);
     ctx::set_recording_ctx(ctx);
@@ -331,6 +346,9 @@ fn thread_comm() -> String {
 /// full wakes it at once).
 const POLL: Duration = Duration::from_millis(1);
 const IDLE_POLL: Duration = Duration::from_millis(32);
+/// How long the rings must be quiet before the background thread faults memory in (a spare
+/// ring, the reserve for held pages).
+const QUIET: Duration = Duration::from_millis(10);
 /// How often the background thread takes a clock calibration point.
 const ANCHOR_EVERY: Duration = Duration::from_secs(1);
 
@@ -363,6 +381,9 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
     let mut next_cal = Duration::from_millis(100);
     let mut last_all = Instant::now();
     let mut poll = POLL;
+    // Quiet from the start: the reserve is built right away.
+    let mut last_active = Instant::now().checked_sub(QUIET).unwrap_or_else(Instant::now);
+    let mut n_rings = 0;
     loop {
         let stopping = sh.stop.load(Ordering::Acquire);
         if stopping {
@@ -375,6 +396,9 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         }
         let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let drained = spool.drain_all(&rings, all);
+        // A thread that just took a ring may be starting a burst.
+        let new_ring = rings.len() != n_rings;
+        n_rings = rings.len();
         drop(rings);
         // Retire rings of exited threads once drained.
         let closed: Vec<Arc<Ring>> = {
@@ -394,7 +418,16 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         if stopping {
             return spool;
         }
-        if sh.spare.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+        // Building a ring faults in its pages (about 1-2 ms for 4 MiB here), as does growing
+        // the reserve (a block at a time): not while pages come, nor on the look that finds
+        // a new thread's ring (it may be starting a burst); the reserve only once the rings
+        // were quiet for a while.
+        let busy = drained.active || spool.holding() || new_ring;
+        if busy {
+            last_active = Instant::now();
+        }
+        let quiet = last_active.elapsed() >= QUIET;
+        if !busy && sh.spare.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
             let ring = sh.new_page_ring();
             *sh.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(ring);
         }
@@ -408,12 +441,17 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
             spool.anchor();
             last_anchor = Instant::now();
         }
-        poll = if drained.active { POLL } else { (poll * 2).min(IDLE_POLL) };
+        poll = if drained.active || new_ring { POLL } else { (poll * 2).min(IDLE_POLL) };
         if !drained.rings_behind {
-            // Held pages are written while the rings leave time, a step at a time.
+            // Held pages are written a step at a time between looks at the rings.
             spool.work_held();
         }
-        if !drained.rings_behind && !spool.holding() {
+        // The reserve grows a block (2 MiB) per look while the rings are quiet.
+        let grow = quiet && spool.reserve_short();
+        if grow {
+            spool.grow_reserve();
+        }
+        if !drained.rings_behind && !spool.holding() && !grow {
             sh.wake.wait(poll);
         }
     }

@@ -4,12 +4,16 @@
 //! chunks (`output::Chunker`), so that the file is assembled by copying (in `output`).
 //!
 //! Compressing is slower than a thread firing back to back (about 1 GB/s of pages against
-//! 2.3 GB/s here): when the background thread finds a ring half full, it copies the ring's
-//! pages into memory ("held" pages, a copy runs at several GB/s) to free the ring at once,
-//! and compresses them when the rings leave it time, oldest first. Held pages are bounded
-//! (`max_held` bytes per recording); past that it compresses straight from the ring and
-//! the ring fills, which drops events (counted). So a burst that fits in memory loses
-//! nothing, and the memory is used only while a burst waits.
+//! 2.3-2.9 GB/s here): when the background thread finds a ring half full, it copies the
+//! ring's pages into memory ("held" pages) to free the ring at once, and compresses them
+//! a step at a time between its looks at the rings, oldest first. Copying into memory that
+//! is already faulted in runs at memory speed, but faulting fresh memory in on this VM ran
+//! slower than a thread fires; so the background thread keeps a reserve of blocks faulted
+//! in if asked to (`reserve` bytes, built when the rings are quiet, kept across bursts; none
+//! by default: every program would pay for it). Held pages are bounded (`max_held` bytes per
+//! recording; blocks past the reserve are allocated as needed and freed after, but 16 MiB);
+//! past that it compresses straight from the ring and the ring fills, which drops events
+//! (counted).
 
 use crate::clock::{Anchors, Conversion};
 use crate::output::{io_err, Chunker, RecordError, Spooled, Stream};
@@ -20,10 +24,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Bytes of one block of held pages.
-const BLOCK: usize = 1024 * PAGE_SIZE;
-/// Free blocks kept for the next burst (the rest go back to the system).
-const KEEP_FREE: usize = 4;
+/// Bytes of one block of held pages: one huge page.
+const BLOCK: usize = 2 << 20;
+/// Bytes of free blocks kept after a burst without a reserve, for the next one.
+const KEEP: usize = 16 << 20;
 /// Pages compressed from held blocks between two looks at the rings: about 0.1 ms of
 /// compression, in which a thread firing back to back fills about 70 pages of its ring.
 pub(crate) const HELD_STEP: usize = 32;
@@ -57,7 +61,9 @@ pub(crate) struct Spool {
     held: usize,
     peak_held: usize,
     max_held: usize,
+    /// Free blocks, faulted in; kept while they and the held ones stay within `reserve`.
     free: Vec<Block>,
+    reserve: usize,
     /// The stream whose held pages `work_held` takes next (round robin).
     next_held: usize,
 }
@@ -80,7 +86,13 @@ fn batch_pages(capacity: usize) -> usize {
 }
 
 impl Spool {
-    pub fn new(dir: PathBuf, anchors: Anchors, chunker: Option<Chunker>, max_held: usize) -> Spool {
+    pub fn new(
+        dir: PathBuf,
+        anchors: Anchors,
+        chunker: Option<Chunker>,
+        max_held: usize,
+        reserve: usize,
+    ) -> Spool {
         let conv = anchors.conversion();
         Spool {
             dir,
@@ -94,6 +106,7 @@ impl Spool {
             peak_held: 0,
             max_held,
             free: Vec::new(),
+            reserve: reserve.min(max_held),
             next_held: 0,
         }
     }
@@ -179,7 +192,7 @@ impl Spool {
         h.start = end;
         if end < h.buf.len() {
             self.streams[i].as_mut().expect("stream exists").held.push_front(h);
-        } else if self.free.len() < KEEP_FREE {
+        } else if self.held + (self.free.len() + 1) * BLOCK <= self.reserve.max(KEEP) {
             h.buf.clear();
             self.free.push(h.buf);
         }
@@ -187,6 +200,18 @@ impl Spool {
             self.error.get_or_insert(e);
         }
         n / PAGE_SIZE
+    }
+
+    /// Is the reserve of faulted-in blocks short?
+    pub fn reserve_short(&self) -> bool {
+        self.held + (self.free.len() + 1) * BLOCK <= self.reserve
+    }
+
+    /// Add one block, faulted in, to the reserve.
+    pub fn grow_reserve(&mut self) {
+        let mut b = Block::new();
+        b.fault_in();
+        self.free.push(b);
     }
 
     /// Are pages held?
@@ -241,6 +266,12 @@ impl Spool {
         let mut d = Drained::default();
         let mut waiting = 0;
         for r in rings {
+            if !matches!(self.streams.get(r.cpu), Some(Some(_))) && self.error.is_none() {
+                // A new thread's ring: its spool file is opened before its pages come.
+                if let Err(e) = self.stream(r) {
+                    self.error = Some(e);
+                }
+            }
             let cap = r.pages.capacity();
             let ready = r.pages.ready();
             if all || ready >= batch_pages(cap) {
@@ -311,6 +342,15 @@ impl Block {
         self.len
     }
 
+    /// Fault every page in now (with a huge page, the first write does).
+    fn fault_in(&mut self) {
+        for off in (0..BLOCK).step_by(PAGE_SIZE) {
+            // SAFETY: inside the allocation; a volatile write so that it is not elided. The
+            // bytes are not read before `push` writes them.
+            unsafe { self.ptr.add(off).write_volatile(0) };
+        }
+    }
+
     fn clear(&mut self) {
         self.len = 0;
     }
@@ -373,7 +413,11 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         // Half a ns per raw unit.
         let anchors = Anchors::with_points(vec![(0, 10), (2_000_000, 1_000_010)]);
-        let mut spool = Spool::new(d.clone(), anchors, chunker, 64 << 20);
+        let mut spool = Spool::new(d.clone(), anchors, chunker, 64 << 20, 4 << 20);
+        while spool.reserve_short() {
+            spool.grow_reserve();
+        }
+        assert_eq!(spool.free.len(), 2);
         let mut copy = pages.to_vec();
         let (a, rest) = copy.split_at_mut(5 * PAGE_SIZE);
         let (b, c) = rest.split_at_mut(40 * PAGE_SIZE);
