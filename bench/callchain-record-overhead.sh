@@ -10,9 +10,12 @@
 #   alone   the load, nothing recording
 #   perf    perf record -g -e raw_syscalls:sys_enter -- LOAD     (perf's default ring, every hit)
 #   tp      tp record -g -e raw_syscalls:sys_enter -- LOAD       (every hit)
-# For each: the loop time and the samples lost (CALLS + the load's start-up syscalls minus
-# the samples in the file; and the LOST records), median and range over the rounds, as
-# `perf report --stats` counts them in either file.
+# For each: the loop time (wall, as the load prints it), the load's CPU time (user + system,
+# as /usr/bin/time gets it from wait4: less disturbed by the other work of a shared machine
+# than wall time), and the samples lost (the load's syscalls, counted exactly by perf stat,
+# minus the samples in the file; and the LOST records), median and range over the rounds, as
+# `perf report --stats` counts them in either file. The load runs under /usr/bin/time
+# everywhere (its few syscalls are in every count).
 set -euo pipefail
 CALLS=${1:-1000000}
 ROUNDS=${2:-5}
@@ -23,12 +26,16 @@ trap 'rm -rf "$work"' EXIT INT TERM
 
 [ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
 perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
-gcc -O2 -o "$work/load" "$src"
+[ -x /usr/bin/time ] || { echo "/usr/bin/time not installed (Debian time)" >&2; exit 1; }
+gcc -O2 -o "$work/load-bin" "$src"
+printf '#!/bin/sh\nexec /usr/bin/time -o "%s/cpu" -f "%%U %%S" "%s/load-bin" "$@"\n' "$work" "$work" > "$work/load"
+chmod +x "$work/load"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
 (cd "$here" && cargo build --release -q -p tp-cli)
 TP="$CARGO_TARGET_DIR/release/tp"
 
 loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
+cpu_ns() { awk '{ printf "%.0f", ($1 + $2) * 1e9 }' "$work/cpu"; }
 stat_of() { # file, what (SAMPLE, LOST): the count perf report --stats gives
   perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
 }
@@ -37,10 +44,11 @@ stat_of() { # file, what (SAMPLE, LOST): the count perf report --stats gives
 perf stat -x, -o "$work/stat" -e raw_syscalls:sys_enter -- "$work/load" "$CALLS" > "$work/out"
 expected=$(awk -F, '/raw_syscalls:sys_enter/ { print $1 }' "$work/stat")
 
-declare -A LOOP MISSING LOSTREC
+declare -A LOOP CPU MISSING LOSTREC
 for r in $(seq "$ROUNDS"); do
   "$work/load" "$CALLS" > "$work/out"
   LOOP[alone]+="$(loop_ns "$work/out") "
+  CPU[alone]+="$(cpu_ns) "
   for tool in perf tp; do
     rm -f "$work/$tool.data"
     if [ "$tool" = perf ]; then
@@ -49,6 +57,7 @@ for r in $(seq "$ROUNDS"); do
       "$TP" record -q -g -e raw_syscalls:sys_enter -o "$work/tp.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
     fi
     LOOP[$tool]+="$(loop_ns "$work/out") "
+    CPU[$tool]+="$(cpu_ns) "
     s=$(stat_of "$work/$tool.data" SAMPLE); l=$(stat_of "$work/$tool.data" LOST)
     m=$(( expected - ${s:-0} )); [ "$m" -lt 0 ] && m=0
     MISSING[$tool]+="$m "
@@ -59,15 +68,18 @@ done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 range() { tr ' ' '\n' | grep . | sort -n | awk -v d="$1" 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo / d, hi / d }'; }
 echo "raw_syscalls:sys_enter with call stacks (-g) on every hit: $CALLS getppid() calls ($expected syscalls a run), $ROUNDS rounds, median (range)"
-printf '%-6s %12s %16s %14s %14s\n' config "loop ms" range "samples lost" "LOST records"
+printf '%-6s %10s %14s %10s %14s %20s %8s\n' config "loop ms" range "cpu ms" range "samples lost" "LOSTrec"
 for n in alone perf tp; do
   lost="-"; lrange=""; rec="-"
   if [ "$n" != alone ]; then
     lost="$(echo "${MISSING[$n]}" | median) ($(echo "${MISSING[$n]}" | range 1))"
     rec="$(echo "${LOSTREC[$n]}" | median)"
   fi
-  printf '%-6s %12.0f %16s %14s %14s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" "$lost" "$rec"
+  printf '%-6s %10.0f %14s %10.0f %14s %20s %8s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" \
+    "$(echo "${CPU[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${CPU[$n]}" | range 1e6)" "$lost" "$rec"
 done
 awk -v a="$(echo "${LOOP[alone]}" | median)" -v p="$(echo "${LOOP[perf]}" | median)" -v t="$(echo "${LOOP[tp]}" | median)" \
   'BEGIN { printf "loop: perf/alone %.2fx  tp/alone %.2fx  tp/perf %.2fx\n", p / a, t / a, t / p }'
+awk -v a="$(echo "${CPU[alone]}" | median)" -v p="$(echo "${CPU[perf]}" | median)" -v t="$(echo "${CPU[tp]}" | median)" \
+  'BEGIN { printf "cpu:  perf/alone %.2fx  tp/alone %.2fx  tp/perf %.2fx\n", p / a, t / a, t / p }'
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (a shared machine: other builds run beside)"
