@@ -857,15 +857,17 @@ fn faults_of_a_trace_dat_per_mapping_from_its_saved_maps() {
 }
 
 /// `--comm` goes by a task's name at each event, not its last saved one: a shell that runs
-/// `true` and then execs the program is `sh` before the exec and `prog` after, in one pid.
-/// `tp syscalls --comm prog` counts exactly the returns of that pid from its exec on (from
-/// `tp report --json`), none of the shell's before it.
+/// `true` and then execs the program is `sh` before the exec and `prog` after, in one pid
+/// (a shell's child, so that its fork names it before its first event). `tp syscalls --comm
+/// prog` counts exactly the returns of that pid from its exec on (from `tp report --json`),
+/// none of the shell's before it.
 #[test]
 fn a_comm_filter_takes_the_name_at_each_event() {
     require_tracefs();
     let tmp = Tmp::new("comm-at-time");
     let file = tmp.path("t.dat");
-    let script = format!("/bin/true; exec {}", prog().display());
+    // `; true`: the outer shell must not exec the inner one in its own pid.
+    let script = format!("sh -c '/bin/true; exec {}'; true", prog().display());
     run(Command::new(TP)
         .args(["record", "-q", "-e", "raw_syscalls", "-e", "sched", "-o"])
         .arg(&file)

@@ -78,6 +78,9 @@ struct Pending {
     nr: i64,
     ts: u64,
     cpu: (usize, u32),
+    /// The task was wanted (`--pid/--comm`) when it entered: a call that never returns
+    /// counts where it entered.
+    wanted: bool,
 }
 
 /// The summary, fed one entry/exit at a time.
@@ -96,9 +99,29 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn enter(&mut self, pid: i32, cpu: (usize, u32), nr: i64, ts: u64) {
-        if let Some(p) = self.pending.insert(pid, Pending { nr, ts, cpu }) {
+    /// A call's entry. Every task's are kept (`wanted`: the task filter's answer now), so
+    /// that a task whose name changes in a call (execve) pairs its return with its own
+    /// entry, whichever name the filter wants.
+    pub fn enter(&mut self, pid: i32, cpu: (usize, u32), nr: i64, ts: u64, wanted: bool) {
+        if let Some(p) = self.pending.insert(pid, Pending { nr, ts, cpu, wanted }) {
+            self.did_not_return(p);
+        }
+    }
+
+    /// A wanted call that was entered and never returned (exit_group, or one whose return
+    /// is not in the window).
+    fn did_not_return(&mut self, p: Pending) {
+        if p.wanted {
             *self.no_return.entry(p.nr).or_default() += 1;
+        }
+    }
+
+    /// The return of a call of a task the filter does not want now: not counted.
+    pub fn skip_exit(&mut self, pid: i32, nr: i64) {
+        if let Some(p) = self.pending.remove(&pid) {
+            if p.nr != nr {
+                self.did_not_return(p);
+            }
         }
     }
 
@@ -106,7 +129,7 @@ impl Stats {
         let took = match self.pending.remove(&pid) {
             Some(p) if p.nr == nr => Some(ts.saturating_sub(p.ts)),
             Some(p) => {
-                *self.no_return.entry(p.nr).or_default() += 1;
+                self.did_not_return(p);
                 self.began_before += 1;
                 None
             }
@@ -142,15 +165,15 @@ impl Stats {
 
     /// Events were lost on `cpu`: calls that entered there may have lost their return.
     pub fn lost(&mut self, cpu: (usize, u32)) {
-        let before = self.pending.len();
+        let cut = self.pending.values().filter(|p| p.cpu == cpu && p.wanted).count();
         self.pending.retain(|_, p| p.cpu != cpu);
-        self.cut_by_loss += (before - self.pending.len()) as u64;
+        self.cut_by_loss += cut as u64;
     }
 
     /// The end of the window: calls still pending did not return in it.
     pub fn finish(&mut self) {
-        for (_, p) in self.pending.drain() {
-            *self.no_return.entry(p.nr).or_default() += 1;
+        for p in std::mem::take(&mut self.pending).into_values() {
+            self.did_not_return(p);
         }
     }
 
@@ -240,12 +263,15 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             if matches!(kind, Kind::Other) {
                 return;
             }
-            if !wanted.wants(e.pid, e.names) {
-                return;
-            }
+            let want = wanted.wants(e.pid, e.names);
             match kind {
-                Kind::Enter(nr) => stats.enter(e.pid, (e.buffer, e.cpu), nr.get(e.data), e.ts),
-                Kind::Exit(nr, ret) => stats.exit(e.pid, nr.get(e.data), ret.get(e.data), e.ts),
+                Kind::Enter(nr) => {
+                    stats.enter(e.pid, (e.buffer, e.cpu), nr.get(e.data), e.ts, want)
+                }
+                Kind::Exit(nr, ret) if want => {
+                    stats.exit(e.pid, nr.get(e.data), ret.get(e.data), e.ts)
+                }
+                Kind::Exit(nr, _) => stats.skip_exit(e.pid, nr.get(e.data)),
                 Kind::Other => {}
             }
         }
@@ -467,14 +493,14 @@ mod tests {
         let cpu = (0, 0);
         // A return with no entry (began before): counted, not timed.
         s.exit(7, 0, 5, 100);
-        s.enter(7, cpu, 2, 1000);
+        s.enter(7, cpu, 2, 1000, true);
         s.exit(7, 2, -2, 1500); // openat... ENOENT
-        s.enter(7, cpu, 2, 2000);
+        s.enter(7, cpu, 2, 2000, true);
         s.exit(7, 2, 3, 2100);
-        s.enter(8, (0, 1), 0, 2000);
+        s.enter(8, (0, 1), 0, 2000, true);
         s.lost((0, 1)); // its return may be lost
         s.exit(8, 0, 1, 9000);
-        s.enter(7, cpu, 231, 3000); // exit_group
+        s.enter(7, cpu, 231, 3000, true); // exit_group
         s.finish();
         let open = &s.calls[&2];
         assert_eq!(
@@ -488,6 +514,23 @@ mod tests {
         assert_eq!(s.no_return[&231], 1);
         assert_eq!(s.tasks[&7].calls, 3);
         assert_eq!(s.total().calls, 4);
+    }
+
+    #[test]
+    fn a_call_counts_where_it_returns() {
+        let mut s = Stats::default();
+        // execve entered as an unwanted name, returned as a wanted one: counted and timed.
+        s.enter(7, (0, 0), 59, 1000, false);
+        s.exit(7, 59, 0, 1600);
+        // The other way round: not counted, and nothing left pending.
+        s.enter(7, (0, 0), 59, 2000, true);
+        s.skip_exit(7, 59);
+        // An unwanted task's exit_group is no wanted call that did not return.
+        s.enter(8, (0, 0), 231, 3000, false);
+        s.finish();
+        assert_eq!((s.calls[&59].calls, s.calls[&59].timed, s.calls[&59].total_ns), (1, 1, 600));
+        assert!(s.no_return.is_empty());
+        assert_eq!(s.began_before, 0);
     }
 
     #[test]

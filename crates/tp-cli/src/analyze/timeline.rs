@@ -185,6 +185,8 @@ fn namings(formats: &[EventFormat], be: bool) -> Vec<Option<Box<Naming>>> {
         ("sched_process_fork", &[("child_pid", "child_comm")]),
         ("task_newtask", &[("pid", "comm")]),
         ("task_rename", &[("pid", "newcomm")]),
+        // The name before an exec (kernels from 6.10), before sched_process_exec's new one.
+        ("sched_prepare_exec", &[("pid", "comm")]),
     ];
     let mut m: Vec<Option<Box<Naming>>> = vec![None; u16::MAX as usize + 1];
     for f in formats {
