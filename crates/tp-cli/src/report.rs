@@ -52,6 +52,12 @@ pub struct Args {
     /// Leave out the header block.
     #[arg(long)]
     no_header: bool,
+    /// User stacks (`<user stack trace>`) as the kernel prints them with its `sym-userobj`
+    /// option: each address as the file mapped there and the offset in that mapping
+    /// (`/usr/lib/x86_64-linux-gnu/libc.so.6[+0x2a1ca]`), from the processes' maps the
+    /// recording saved; addresses outside file mappings stay ` <address>`.
+    #[arg(long)]
+    sym_userobj: bool,
     /// perf.data: also print COMM, FORK and EXIT records (as perf script does).
     #[arg(long)]
     show_task_events: bool,
@@ -206,7 +212,9 @@ fn renderer_for(args: &Args, dat: &mut TraceDat<File>) -> Renderer {
         big_endian: dat.big_endian(),
         long_size: dat.long_size(),
     };
-    let (formats, tables) = dat.take_render_tables();
+    let user_maps = args.sym_userobj.then(|| tp_format::symbols::UserMaps::new(dat.proc_maps()));
+    let (formats, mut tables) = dat.take_render_tables();
+    tables.user_maps = user_maps;
     Renderer::new(formats, tables, options)
 }
 

@@ -168,6 +168,7 @@ fn renderer_for(tfs: &tp_tracefs::Tracefs, events: &[EventId], args: &Opts) -> R
         kallsyms: Kallsyms::parse(&tfs.kallsyms()?),
         printk: PrintkFormats::parse(&tfs.printk_formats()?),
         cmdlines: cmdlines(tfs, args.tgid),
+        user_maps: None,
     };
     let options = Options {
         columns: Columns { tgid: args.tgid, ..Columns::default() },

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 
 use tp_format::page::PageLayout;
 use tp_format::render::{Options, Renderer, Tables};
-use tp_format::symbols::{Cmdlines, Kallsyms, PrintkFormats};
+use tp_format::symbols::{Cmdlines, Kallsyms, PrintkFormats, UserMaps};
 use tp_format::text::{self, Columns};
 use tp_format::tracedat::{Item, PageSource, ReadPages, Records};
 use tp_format::EventFormat;
@@ -117,7 +117,8 @@ fn oracle_instance(tfs: &Tracefs, tag: &str) -> Instance {
 
 /// Read the kernel's `trace` text of `inst` (tracing off), then drain the same buffer raw,
 /// remove the instance, render it with tp's pipeline and compare line by line.
-fn compare_with_kernel(tfs: &Tracefs, inst: Instance) -> Outcome {
+/// `user_maps`: processes' maps, for an instance with `sym-userobj` on.
+fn compare_with_kernel(tfs: &Tracefs, inst: Instance, user_maps: Option<UserMaps>) -> Outcome {
     let kernel_text = inst.trace_text().unwrap();
     let stats = inst.all_stats().unwrap();
     let mut cmdlines = Cmdlines::parse(&tfs.saved_cmdlines().unwrap());
@@ -126,6 +127,7 @@ fn compare_with_kernel(tfs: &Tracefs, inst: Instance) -> Outcome {
         kallsyms: Kallsyms::parse(&tfs.kallsyms().unwrap()),
         printk: PrintkFormats::parse(&tfs.printk_formats().unwrap()),
         cmdlines,
+        user_maps,
     };
     let layout = PageLayout::new(tfs.header_page().unwrap(), false);
     let cpus = inst.cpus().unwrap();
@@ -213,7 +215,7 @@ fn every_event_renders_as_the_kernel_does() {
     inst.set_tracing_on(false).unwrap();
     inst.disable_all().unwrap();
 
-    let r = compare_with_kernel(&tfs, inst);
+    let r = compare_with_kernel(&tfs, inst, None);
     assert!(r.entries > 1000, "the workload produced only {} events", r.entries);
     assert!(r.per_type.len() > 50, "only {} event types fired", r.per_type.len());
     assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
@@ -247,7 +249,7 @@ fn kernel_and_user_stacks_render_as_the_kernel_does() {
     inst.set_tracing_on(false).unwrap();
     inst.disable_all().unwrap();
 
-    let r = compare_with_kernel(&tfs, inst);
+    let r = compare_with_kernel(&tfs, inst, None);
     let kernel_stacks = r.per_type.get("ftrace:kernel_stack").copied().unwrap_or(0);
     let user_stacks = r.per_type.get("ftrace:user_stack").copied().unwrap_or(0);
     assert!(kernel_stacks > 100, "only {kernel_stacks} kernel stacks were recorded");
@@ -272,6 +274,68 @@ fn kernel_and_user_stacks_render_as_the_kernel_does() {
         assert_eq!((kernel, user), (2, 1), "stacks after {l}: {stacks:?}");
     }
     assert_eq!(calls, 3, "the three getppid() calls");
+    assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
+    assert_eq!(r.kernel_lines, r.tp_lines, "line counts differ");
+}
+
+/// A process's mappings from `/proc/PID/maps` (every one: the kernel's `find_vma` may pick
+/// an anonymous one), as a trace.dat's PROCMAPS holds them.
+fn proc_maps(pid: u32) -> tp_format::tracedat::ProcMaps {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let maps = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (start, end) = f[0].split_once('-').unwrap();
+            tp_format::tracedat::LibMap {
+                start: u64::from_str_radix(start, 16).unwrap(),
+                end: u64::from_str_radix(end, 16).unwrap(),
+                name: f.get(5).unwrap_or(&"[anon]").to_string(),
+            }
+        })
+        .collect();
+    tp_format::tracedat::ProcMaps { pid: pid as i32, comm: "sh".into(), maps }
+}
+
+/// Kills the child on every path.
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `tp report --sym-userobj`: user stacks as the kernel prints them with `sym-userobj`
+/// (`/usr/lib/.../libc.so.6[+0x1234]`), which it looks up in the live process when `trace`
+/// is read; tp looks them up in the maps saved (here read from /proc while it lives).
+#[test]
+fn user_stacks_with_sym_userobj_render_as_the_kernel_does() {
+    let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
+    let inst = oracle_instance(&tfs, "userobj");
+    inst.set_option("userstacktrace", true).unwrap();
+    inst.set_option("sym-userobj", true).unwrap();
+    let child = std::process::Command::new("sh")
+        .args(["-c", "read x; read y"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reap(child);
+    let pid = child.0.id();
+    inst.set_event_pids(&[pid as i32]).unwrap();
+    inst.write("events/raw_syscalls/enable", "1").unwrap();
+    inst.set_tracing_on(true).unwrap();
+    // The shell reads this line byte by byte, then waits in `read y`.
+    child.0.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    inst.set_tracing_on(false).unwrap();
+    inst.disable_all().unwrap();
+    let maps = UserMaps::new(&[proc_maps(pid)]);
+    let r = compare_with_kernel(&tfs, inst, Some(maps)); // reads `trace` while sh lives
+    drop(child);
+    let files = r.ours.lines().filter(|l| l.starts_with(" => /") && l.contains("[+0x")).count();
+    assert!(files >= 3, "{files} user frames named by file in\n{}", r.ours);
     assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
     assert_eq!(r.kernel_lines, r.tp_lines, "line counts differ");
 }

@@ -344,4 +344,14 @@ fn rust_events_carry_user_stacks_through_tp_record() {
     assert_eq!((plain, stacks), (20, 20));
     let tc = text(&run(Command::new("trace-cmd").args(["report", "-i"]).arg(&file)).stdout);
     assert_eq!(tc.matches(" user_stack: ").count(), 20, "{tc}");
+    // --sym-userobj: the frames in the program as its file and the offset in the mapping
+    // (the maps tp record saved), the same count of frame lines.
+    let sym =
+        text(&run(Command::new(TP).args(["report", "--sym-userobj", "-i"]).arg(&file)).stdout);
+    let exe = std::fs::canonicalize(&exe).unwrap();
+    let in_exe = format!(" => {}[+0x", exe.display());
+    let named = sym.lines().filter(|l| l.starts_with(&in_exe)).count();
+    assert!(named >= 4 * 20, "{named} frames named {in_exe}...] in\n{sym}");
+    let frames = |t: &str| t.lines().filter(|l| l.starts_with(" => ")).count();
+    assert_eq!(frames(&sym), frames(&report));
 }

@@ -4,7 +4,7 @@
 
 use crate::format::{EventFormat, Field, FieldKind};
 use crate::printfmt::{Compiled, GraphStep, PrintFmtError, RenderCtx};
-use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
+use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats, UserMaps};
 use crate::text::{self, Columns, Context};
 use std::sync::OnceLock;
 
@@ -14,6 +14,8 @@ pub struct Tables {
     pub kallsyms: Kallsyms,
     pub printk: PrintkFormats,
     pub cmdlines: Cmdlines,
+    /// With processes' maps, user stacks print as with the kernel's `sym-userobj` option.
+    pub user_maps: Option<UserMaps>,
 }
 
 /// How lines are laid out.
@@ -162,6 +164,7 @@ impl Renderer {
             printk: &self.tables.printk,
             big_endian: self.options.big_endian,
             long_size: self.options.long_size,
+            user_maps: self.tables.user_maps.as_ref(),
         }
     }
 

@@ -274,6 +274,39 @@ impl Builder {
     }
 }
 
+/// Processes' mappings (the trace.dat's PROCMAPS), for printing user stack addresses as
+/// the kernel does with its `sym-userobj` option: the mapped file and the offset from the
+/// start of the mapping holding the address (`/usr/lib/libc.so.6[+0x2a1ca]`).
+#[derive(Debug, Clone, Default)]
+pub struct UserMaps {
+    /// Per process, its mappings sorted by start.
+    by_pid: HashMap<i32, Vec<crate::tracedat::LibMap>>,
+}
+
+impl UserMaps {
+    pub fn new(procmaps: &[crate::tracedat::ProcMaps]) -> UserMaps {
+        let mut by_pid: HashMap<i32, Vec<crate::tracedat::LibMap>> = HashMap::new();
+        for p in procmaps {
+            by_pid.entry(p.pid).or_default().extend(p.maps.iter().cloned());
+        }
+        for v in by_pid.values_mut() {
+            v.sort_by_key(|m| m.start);
+        }
+        UserMaps { by_pid }
+    }
+
+    /// The file the kernel names for `addr` in process `pid`, and the offset it prints: as
+    /// its `find_vma`, the first mapping that ends above `addr` (which may start above it
+    /// too, for an address in no mapping: the offset then wraps, as the kernel's does);
+    /// `None` when that mapping is not a file (anonymous memory, `[vdso]`) or the process
+    /// is unknown.
+    pub fn file_at(&self, pid: i32, addr: u64) -> Option<(&str, u64)> {
+        let maps = self.by_pid.get(&pid)?;
+        let m = maps.get(maps.partition_point(|m| m.end <= addr))?;
+        m.name.starts_with('/').then(|| (m.name.as_str(), addr.wrapping_sub(m.start)))
+    }
+}
+
 /// `printk_formats`: `0xffffffff82a1b2c3 : "format string\n"`, address to string.
 #[derive(Debug, Clone, Default)]
 pub struct PrintkFormats {

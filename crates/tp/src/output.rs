@@ -158,6 +158,7 @@ pub(crate) fn metadata(streams: &[Stream]) -> Metadata {
         event_formats: systems,
         // For the user stacks of events that record them (`crate::stack`).
         ftrace_formats: vec![crate::stack::format_text()],
+        procmaps: vec![crate::stack::self_maps()],
         cmdlines,
         clock: "mono".into(),
         cpustats,

@@ -143,6 +143,27 @@ fn query_stack_bounds() -> Option<(usize, usize)> {
     }
 }
 
+/// This process's named mappings (`/proc/self/maps`, one line each, as `tp record` saves a
+/// traced process's), for the trace.dat's PROCMAPS option: what a reader needs to tell the
+/// file and offset of a user stack's return address later.
+pub(crate) fn self_maps() -> tp_format::tracedat::ProcMaps {
+    use tp_format::tracedat::{LibMap, ProcMaps};
+    let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let maps = text
+        .lines()
+        .filter_map(|l| {
+            // `START-END PERMS OFFSET DEV INODE NAME`
+            let mut f = l.split_whitespace();
+            let (start, end) = f.next()?.split_once('-')?;
+            let name = f.nth(4)?;
+            let start = u64::from_str_radix(start, 16).ok()?;
+            Some(LibMap { start, end: u64::from_str_radix(end, 16).ok()?, name: name.to_string() })
+        })
+        .collect();
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+    ProcMaps { pid: std::process::id() as i32, comm: comm.trim().to_string(), maps }
+}
+
 /// Write `frames` as a `user_stack` record (the recorder's `write` callback).
 pub(crate) fn write_record(frames: &[u64; DEPTH], w: &mut RecordWriter, common: Common) {
     #[derive(Clone, Copy)]
@@ -168,6 +189,17 @@ mod tests {
         assert_eq!((c.offset, c.size), (16, 64));
         assert_eq!(f.field("tgid").unwrap().offset, 8);
         assert_eq!(std::mem::size_of::<[u64; DEPTH]>() + 16, RECORD_LEN);
+    }
+
+    #[test]
+    fn own_maps_hold_this_code() {
+        let m = self_maps();
+        let here = own_maps_hold_this_code as fn() as usize as u64;
+        let exe = std::env::current_exe().unwrap();
+        let holds = |l: &&tp_format::tracedat::LibMap| l.start <= here && here < l.end;
+        let map = m.maps.iter().find(holds).expect("a mapping holds this function");
+        assert_eq!(std::path::Path::new(&map.name), exe);
+        assert_eq!(m.pid, std::process::id() as i32);
     }
 
     #[test]

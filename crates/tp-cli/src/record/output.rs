@@ -207,6 +207,7 @@ pub fn write_tracedat_with_user(
         &mut m.ftrace_formats,
         &mut m.event_formats,
         &mut m.cmdlines,
+        &mut m.procmaps,
     )?;
     let mut stats: Vec<&CpuStats> = meta.stats.iter().collect();
     stats.sort_by_key(|s| s.cpu);

@@ -127,7 +127,7 @@ fn format_id(text: &str) -> Option<u32> {
 }
 
 /// Add the user recordings' event formats to `event_formats` (per system; the `ftrace`
-/// ones, the user stacks' format, to `ftrace_formats`), their threads
+/// ones, the user stacks' format, to `ftrace_formats`), their maps to `procmaps`, their threads
 /// to `cmdlines`; error on an ID that the kernel's formats or another program's use for a
 /// different event.
 pub fn merge_metadata(
@@ -137,6 +137,7 @@ pub fn merge_metadata(
     ftrace_formats: &mut Vec<String>,
     event_formats: &mut Vec<(String, Vec<String>)>,
     cmdlines: &mut String,
+    procmaps: &mut Vec<tp_format::tracedat::ProcMaps>,
 ) -> Result<()> {
     // ID -> "system:name" of every format already in the file.
     let mut ids: BTreeMap<u32, String> = BTreeMap::new();
@@ -184,6 +185,13 @@ pub fn merge_metadata(
             match event_formats.iter_mut().find(|(s, _)| *s == ev.system) {
                 Some((_, v)) => v.push(text),
                 None => event_formats.push((ev.system.clone(), vec![text])),
+            }
+        }
+        // The program's own maps (its recorder saves them) where tp's side-band recording
+        // has none for that process.
+        for p in tr.dat.proc_maps() {
+            if !procmaps.iter().any(|q| q.pid == p.pid) {
+                procmaps.push(p.clone());
             }
         }
         for (pid, comm) in tr.dat.cmdlines().iter() {

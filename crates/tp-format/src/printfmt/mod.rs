@@ -41,7 +41,7 @@ mod special;
 mod tests;
 
 use crate::format::{EventFormat, Field};
-use crate::symbols::{Kallsyms, PrintkFormats};
+use crate::symbols::{Kallsyms, PrintkFormats, UserMaps};
 use ast::Node;
 use printf::{Count, Piece};
 use render::{Env, Op};
@@ -67,6 +67,8 @@ pub struct RenderCtx<'a> {
     pub big_endian: bool,
     /// sizeof(long) of the traced kernel (8 on x86_64).
     pub long_size: usize,
+    /// Processes' maps: user stacks print as with the kernel's `sym-userobj` option.
+    pub user_maps: Option<&'a UserMaps>,
 }
 
 /// Facts about the traced kernel that print fmts depend on.

@@ -57,6 +57,7 @@ pub(crate) enum Special {
     UserStack {
         caller: Slot,
         n: usize,
+        tgid: Option<Slot>,
     },
 }
 
@@ -140,7 +141,7 @@ impl Special {
             "user_stack" => {
                 let caller = Slot::of(ev, "caller")?;
                 let n = ev.field("caller")?.size / caller.size;
-                Special::UserStack { caller, n }
+                Special::UserStack { caller, n, tgid: Slot::of(ev, "tgid") }
             }
             _ => return None,
         })
@@ -274,12 +275,24 @@ impl Special {
                     slot = slot.next();
                 }
             }
-            Special::UserStack { caller, n } => {
+            Special::UserStack { caller, n, tgid } => {
                 out.push_str("<user stack trace>");
+                let pid = tgid.and_then(|t| t.read(rec, be)).map(|t| t as u32 as i32);
                 let mut slot = *caller;
                 for _ in 0..*n {
                     match slot.read(rec, be) {
                         Some(v) if v != 0 => {
+                            // sym-userobj: the file and the offset in its mapping.
+                            let file = ctx.user_maps.zip(pid).and_then(|(m, p)| m.file_at(p, v));
+                            if let Some((path, off)) = file {
+                                out.push_str("\n => ");
+                                out.push_str(path);
+                                out.push_str("[+0x");
+                                printf::push_hex(out, off);
+                                out.push(']');
+                                slot = slot.next();
+                                continue;
+                            }
                             out.push_str("\n =>  <");
                             let digits = 2 * caller.size as i32;
                             printf::number(out, v, 16, printf::SMALL | printf::ZEROPAD, digits, -1);

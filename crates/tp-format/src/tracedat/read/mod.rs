@@ -214,6 +214,7 @@ impl<R> TraceDat<R> {
             kallsyms: std::mem::take(&mut self.kallsyms),
             printk: std::mem::take(&mut self.printk),
             cmdlines: std::mem::take(&mut self.cmdlines),
+            user_maps: None,
         };
         (std::mem::take(&mut self.events), tables)
     }
