@@ -11,28 +11,33 @@ use super::elf::Binary;
 
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 
-/// `NAME=PLACE:TYPE` for the parameter `var` of the function starting at `func`, where it is
-/// at `pc` (the probe's address); `ty` overrides the type (`x:u16`), `name` the field name.
-pub fn fetcharg(
+/// A function argument by name: (field NAME, VAR, optional TYPE).
+pub type Named<'s> = (&'s str, &'s str, Option<&'s str>);
+
+/// The probe address and `NAME=PLACE:TYPE` fetchargs for the parameters `vars` of the
+/// function starting at `func`, where they are at `pc` (the probe's address). When one is
+/// still to be written by the prologue at the entry (unoptimized code keeps arguments in
+/// the frame) and the probe is at the entry, the probe moves past the prologue (to the
+/// function's second line-table row, as perf probe does) and every place is taken there.
+pub fn fetchargs(
     bin: &Binary,
     func: u64,
     pc: u64,
-    var: &str,
-    name: &str,
-    ty: Option<&str>,
-) -> Result<String> {
+    vars: &[Named<'_>],
+) -> Result<(u64, Vec<String>)> {
     let file = bin.parse()?;
-    let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
-    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
-        let data = file.section_by_name(id.name()).and_then(|s| s.data().ok()).unwrap_or(&[]);
-        Ok(EndianSlice::new(data, endian))
-    })?;
     if file.section_by_name(".debug_info").is_none() {
         bail!(
             "{} has no debug information (DWARF): give the argument by register (%di, %si, ...)",
             bin.path.display()
         );
     }
+    let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
+        let data = file.section_by_name(id.name()).and_then(|s| s.data().ok()).unwrap_or(&[]);
+        Ok(EndianSlice::new(data, endian))
+    })?;
+    let cfa = |pc| cfa_at(&file, endian, pc);
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
@@ -49,26 +54,100 @@ pub fn fetcharg(
                 continue;
             }
             let params = params(&dwarf, &unit, e.offset())?;
-            let Some(p) = params.iter().find(|p| p.name == var) else {
-                let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
-                bail!(
-                    "the function at {func:#x} has no argument {var:?} (its arguments: {})",
-                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                );
+            let mut found = Vec::new();
+            for &(name, var, ty) in vars {
+                let Some(p) = params.iter().find(|p| p.name == var) else {
+                    let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+                    bail!(
+                        "the function at {func:#x} has no argument {var:?} (its arguments: {})",
+                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    );
+                };
+                let ty = match ty {
+                    Some(t) => t.to_string(),
+                    None => type_name(&unit, p.ty)
+                        .with_context(|| format!("argument {var:?}: give its type (NAME:u32)"))?,
+                };
+                found.push((name, var, p, ty));
+            }
+            let places = |pc| -> Result<Vec<String>> {
+                found
+                    .iter()
+                    .map(|(name, var, p, ty)| {
+                        let place = place(&dwarf, &unit, p, pc, &cfa)
+                            .with_context(|| format!("argument {var:?}"))?;
+                        Ok(format!("{name}={place}:{ty}"))
+                    })
+                    .collect()
             };
-            let place = place(&dwarf, &unit, p, pc).with_context(|| format!("argument {var:?}"))?;
-            let ty = match ty {
-                Some(t) => t.to_string(),
-                None => type_name(&unit, p.ty)
-                    .with_context(|| format!("argument {var:?}: give its type (NAME:u32)"))?,
+            return match places(pc) {
+                Ok(v) => Ok((pc, v)),
+                Err(e) if pc == func && e.root_cause().downcast_ref::<InFrame>().is_some() => {
+                    let Some(after) = prologue_end(&unit, func)? else { return Err(e) };
+                    Ok((after, places(after)?))
+                }
+                Err(e) => Err(e),
             };
-            return Ok(format!("{name}={place}:{ty}"));
         }
     }
     bail!(
         "{}: no debug information for the function at {func:#x} (built without -g?)",
         bin.path.display()
     )
+}
+
+/// An argument kept in the function's own frame, below the CFA: written by the prologue.
+#[derive(Debug)]
+struct InFrame;
+
+impl std::fmt::Display for InFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "kept in the function's stack frame, which its prologue writes after this address \
+             (unoptimized code): give it by register (%di, %si, ...)",
+        )
+    }
+}
+
+impl std::error::Error for InFrame {}
+
+/// The end of the prologue of the function at `func`: its second line-table row (the first
+/// at a later address), where perf probe puts a probe on a function whose arguments it
+/// fetches by name.
+fn prologue_end(unit: &gimli::Unit<R<'_>>, func: u64) -> Result<Option<u64>> {
+    let Some(program) = unit.line_program.clone() else { return Ok(None) };
+    let mut rows = program.rows();
+    let mut in_func = false;
+    while let Some((_, row)) = rows.next_row()? {
+        if row.end_sequence() {
+            in_func = false;
+        } else if row.address() == func {
+            in_func = true;
+        } else if in_func && row.address() > func {
+            return Ok(Some(row.address()));
+        }
+    }
+    Ok(None)
+}
+
+/// The CFA at `pc` as (DWARF register, offset), from `.eh_frame`.
+fn cfa_at(file: &object::File<'_>, endian: RunTimeEndian, pc: u64) -> Result<(u16, i64)> {
+    use gimli::UnwindSection;
+    let sec = file.section_by_name(".eh_frame").context("no .eh_frame to find the frame in")?;
+    let mut eh = gimli::EhFrame::new(sec.data()?, endian);
+    eh.set_address_size(8);
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(sec.address());
+    if let Some(t) = file.section_by_name(".text") {
+        bases = bases.set_text(t.address());
+    }
+    let mut ctx = gimli::UnwindContext::new();
+    let row = eh
+        .unwind_info_for_address(&bases, &mut ctx, pc, gimli::EhFrame::cie_from_offset)
+        .with_context(|| format!("no frame information (.eh_frame) at {pc:#x}"))?;
+    match row.cfa() {
+        gimli::CfaRule::RegisterAndOffset { register, offset } => Ok((register.0, *offset)),
+        _ => bail!("the frame at {pc:#x} is described by an expression tp does not evaluate"),
+    }
 }
 
 /// A formal parameter: its name, location attribute and type (through
@@ -110,12 +189,14 @@ fn params<'a>(
     Ok(out)
 }
 
-/// Where the parameter is at `pc`, as a fetcharg place.
+/// Where the parameter is at `pc`, as a fetcharg place; `cfa` gives the frame base (the
+/// CFA, as gcc and rustc describe it) at an address.
 fn place(
     dwarf: &gimli::Dwarf<R<'_>>,
     unit: &gimli::Unit<R<'_>>,
     p: &Param<'_>,
     pc: u64,
+    cfa: &dyn Fn(u64) -> Result<(u16, i64)>,
 ) -> Result<String> {
     let expr = match &p.location {
         Some(AttributeValue::Exprloc(e)) => *e,
@@ -143,13 +224,14 @@ fn place(
         Operation::RegisterOffset { register, offset, .. } => {
             format!("{offset:+}(%{})", register_name(register.0)?)
         }
-        // The frame base is the CFA (gcc, rustc), at the entry %sp + 8; below it, the
-        // function's own frame, which its prologue has not written yet.
-        Operation::FrameOffset { offset } if offset >= 0 => format!("{:+}(%sp)", offset + 8),
-        Operation::FrameOffset { .. } => bail!(
-            "kept in the function's stack frame, which its prologue writes after the probe \
-             (unoptimized code): give it by register (%di, %si, ...)"
-        ),
+        // Below the CFA at the entry: the function's own frame, not written yet.
+        Operation::FrameOffset { offset } => {
+            let (reg, base) = cfa(pc)?;
+            if offset < 0 && register_name(reg)? == "sp" && base == 8 {
+                return Err(InFrame.into());
+            }
+            format!("{:+}(%{})", offset + base, register_name(reg)?)
+        }
         other => bail!("a location tp cannot turn into a fetcharg ({other:?})"),
     })
 }

@@ -235,17 +235,25 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
             addrs.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>().join(", ")
         ),
     };
-    let offset = bin.file_offset(addr + off)?;
-    let args = args
+    // Arguments by name: from DWARF, which may move the probe past the prologue.
+    let named: Vec<dwarf::Named<'_>> = args.iter().filter_map(|a| variable_arg(a)).collect();
+    let (pc, mut by_name) = match named.first() {
+        None => (addr + off, Vec::new()),
+        Some(_) if kind == ProbeKind::Return => bail!(
+            "argument {:?}: a function's arguments by name are at its entry, not its return (use $retval)",
+            named[0].1
+        ),
+        Some(_) => dwarf::fetchargs(&bin, addr, addr + off, &named)?,
+    };
+    by_name.reverse();
+    let args: Vec<String> = args
         .iter()
         .map(|a| match variable_arg(a) {
-            Some(_) if kind == ProbeKind::Return => {
-                bail!("argument {a:?}: a function's arguments by name are at its entry, not its return (use $retval)")
-            }
-            Some((name, var, ty)) => dwarf::fetcharg(&bin, addr, addr + off, var, name, ty),
-            None => Ok(a.clone()),
+            Some(_) => by_name.pop().unwrap_or_default(),
+            None => a.clone(),
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
+    let offset = bin.file_offset(pc)?;
     let mut event = event_name(&elf::demangle(func).replace("::", "_"));
     if off != 0 {
         event = format!("{event}_{off}");
@@ -266,7 +274,7 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
 
 /// `[NAME=]VAR[:TYPE]` with VAR a C identifier: a function argument by name, as (NAME, VAR,
 /// TYPE); none for a fetcharg (`%di`, `+0(%si):string`, `$retval`, `@sym` ...).
-fn variable_arg(a: &str) -> Option<(&str, &str, Option<&str>)> {
+fn variable_arg(a: &str) -> Option<dwarf::Named<'_>> {
     let (name, rest) = a.split_once('=').unwrap_or(("", a));
     let (var, ty) = match rest.split_once(':') {
         Some((v, t)) => (v, Some(t)),
