@@ -57,7 +57,7 @@ impl Deref for Bytes {
 /// (to place a mapping's file offset at the file's own addresses).
 struct FileInfo {
     sections: ExplicitModuleSectionInfo<Bytes>,
-    /// PT_LOAD segments: (file offset, address, size in the file).
+    /// Executable PT_LOAD segments: (file offset, address, size in the file).
     loads: Vec<(u64, u64, u64)>,
 }
 
@@ -89,8 +89,11 @@ impl FileInfo {
             debug_frame: bytes(".debug_frame"),
             ..Default::default()
         };
+        // Only executable mappings are unwound: a page shared with the read-only segment
+        // before (lld and newer ld put text right after it in the file) is the text's.
         let loads = obj
             .segments()
+            .filter(|s| matches!(s.flags(), object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0))
             .map(|s| {
                 let (off, size) = s.file_range();
                 (off, s.address(), size)
@@ -99,8 +102,8 @@ impl FileInfo {
         Some(FileInfo { sections, loads })
     }
 
-    /// The file's own address of `offset`, the file offset a mapping starts at (page
-    /// aligned, so possibly before its segment's first byte).
+    /// The file's own address of `offset`, the file offset an executable mapping starts at
+    /// (page aligned, so possibly before its segment's first byte).
     fn svma_of_offset(&self, offset: u64) -> Option<u64> {
         self.loads
             .iter()
@@ -311,14 +314,15 @@ mod tests {
 
     #[test]
     fn a_mapping_is_placed_at_its_segment() {
-        // A PIE's text segment: file offset 0x1000 at address 0x1000; a library whose text
-        // starts mid-page: offset 0x28340 at 0x29340, mapped from page offset 0x28000.
+        // Executable segments: a PIE's at file offset 0x1000, address 0x1000; one starting
+        // mid-page (offset 0x2368c0 at 0x2378c0, mapped from page offset 0x236000, whose
+        // first bytes are the end of the read-only segment before: a Rust binary's).
         let f = FileInfo {
             sections: Default::default(),
-            loads: vec![(0, 0, 0x800), (0x1000, 0x1000, 0x2000), (0x28340, 0x29340, 0x100000)],
+            loads: vec![(0x1000, 0x1000, 0x2000), (0x2368c0, 0x2378c0, 0x8ec200)],
         };
         assert_eq!(f.svma_of_offset(0x1000), Some(0x1000));
-        assert_eq!(f.svma_of_offset(0x28000), Some(0x29000));
+        assert_eq!(f.svma_of_offset(0x236000), Some(0x237000));
         assert_eq!(f.svma_of_offset(0x900000), None);
     }
 
