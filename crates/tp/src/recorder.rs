@@ -380,7 +380,7 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
     let mut last_all = Instant::now();
-    let mut poll = POLL;
+    let mut last_pages = Instant::now();
     // Quiet from the start: the reserve is built right away.
     let mut last_active = Instant::now().checked_sub(QUIET).unwrap_or_else(Instant::now);
     let mut n_rings = 0;
@@ -441,7 +441,13 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
             spool.anchor();
             last_anchor = Instant::now();
         }
-        poll = if drained.active || new_ring { POLL } else { (poll * 2).min(IDLE_POLL) };
+        // Sleep longer the longer no pages came (by time, not by looks: looks come fast while
+        // held pages are written, and a thread that fires steadily must not find the
+        // background thread asleep for IDLE_POLL when that ends).
+        if drained.active || new_ring {
+            last_pages = Instant::now();
+        }
+        let poll = (last_pages.elapsed() / 2).clamp(POLL, IDLE_POLL);
         if !drained.rings_behind {
             // Held pages are written a step at a time between looks at the rings.
             spool.work_held();

@@ -26,6 +26,10 @@ use std::sync::Arc;
 
 /// Bytes of one block of held pages: one huge page.
 const BLOCK: usize = 2 << 20;
+/// Held bytes above which pages are compressed at the faster level (`output::Chunker`): a
+/// thread that fires faster than the normal level compresses would otherwise reach
+/// `max_held` and drop events.
+const FAST_ABOVE: usize = 64 << 20;
 /// Bytes of free blocks kept after a burst without a reserve, for the next one.
 const KEEP: usize = 16 << 20;
 /// Pages compressed from held blocks between two looks at the rings: about 0.1 ms of
@@ -237,8 +241,12 @@ impl Spool {
         for page in run.chunks_exact_mut(PAGE_SIZE) {
             convert_page(page, &mut s.stream.last_ns, |raw| self.conv.ns(raw));
         }
+        let fast = self.held > FAST_ABOVE;
         let bytes = match &mut self.chunker {
-            Some(c) => c.chunks(run).map_err(io_err(&s.stream.spool, "compress pages for"))?,
+            Some(c) => c
+                .set_fast(fast)
+                .and_then(|_| c.chunks(run))
+                .map_err(io_err(&s.stream.spool, "compress pages for"))?,
             None => run,
         };
         s.file.write_all(bytes).map_err(io_err(&s.stream.spool, "write"))?;
