@@ -998,3 +998,50 @@ fn arguments_by_name_need_debug_information() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no debug information"));
     assert!(uprobe_lines(&bare.groups[0]).is_empty());
 }
+
+/// A Rust function whose arguments the next test fetches by name (debug build: they sit in
+/// its frame after the prologue, described relative to LLVM's frame base, %rsp).
+#[inline(never)]
+fn rust_named(count: u32, delta: i64) -> i64 {
+    std::hint::black_box(i64::from(count) + delta)
+}
+
+#[test]
+fn arguments_by_name_of_a_rust_function_are_recorded_with_their_values() {
+    let exe = std::env::current_exe().unwrap();
+    let added =
+        ok(&tp(&["probe", "-x", exe.to_str().unwrap(), "probe::rust_named", "count", "delta"]));
+    let event = added.lines().nth(1).unwrap().trim().split('\t').next().unwrap().to_string();
+    let group = event.split(':').next().unwrap().to_string();
+    let dir = std::env::temp_dir().join(format!("tp-named-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("n.dat");
+    let rec = Command::new(TP)
+        .args(["record", "-q", "-o", out.to_str().unwrap(), "-e", &event, "-p"])
+        .arg(std::process::id().to_string())
+        .args(["--duration", "1500ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Calls while it records (it starts within the first few hundred ms).
+    let calls = std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        for i in 0..60u32 {
+            rust_named(i, -7 * i64::from(i));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    calls.join().unwrap();
+    let rec = rec.wait_with_output().unwrap();
+    let _ = tp(&["probe", "--del", &format!("{group}:*")]);
+    ok(&rec);
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ev = event.split(':').nth(1).unwrap();
+    let (count, delta) = (values(&text, ev, "count"), values(&text, ev, "delta"));
+    assert!(count.len() >= 20, "{text}");
+    let first = count[0];
+    assert_eq!(count, (first..first + count.len() as i64).collect::<Vec<_>>(), "{text}");
+    assert_eq!(delta, count.iter().map(|c| -7 * c).collect::<Vec<_>>(), "{text}");
+}

@@ -37,7 +37,6 @@ pub fn fetchargs(
         let data = file.section_by_name(id.name()).and_then(|s| s.data().ok()).unwrap_or(&[]);
         Ok(EndianSlice::new(data, endian))
     })?;
-    let cfa = |pc| cfa_at(&file, endian, pc);
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = dwarf.unit(header)?;
@@ -53,6 +52,30 @@ pub fn fetchargs(
             if low != Some(func) {
                 continue;
             }
+            // DW_OP_fbreg's base: the CFA (gcc) or a register (LLVM: %rsp or %rbp).
+            let base = match e.attr_value(gimli::DW_AT_frame_base) {
+                Some(AttributeValue::Exprloc(x)) => x.operations(unit.encoding()).next()?,
+                _ => None,
+            };
+            // The place of DW_OP_fbreg OFF at an address: none at the entry, except
+            // incoming stack arguments above the CFA (the prologue sets the frame up).
+            let frame = |pc: u64, off: i64| -> Result<String> {
+                let (reg, k) = match base {
+                    Some(Operation::CallFrameCFA) => {
+                        if pc == func && off < 0 {
+                            return Err(InFrame.into());
+                        }
+                        cfa_at(&file, endian, pc)?
+                    }
+                    _ if pc == func => return Err(InFrame.into()),
+                    Some(Operation::Register { register }) => (register.0, 0),
+                    Some(Operation::RegisterOffset { register, offset, .. }) => {
+                        (register.0, offset)
+                    }
+                    other => bail!("a frame base tp does not evaluate ({other:?})"),
+                };
+                Ok(format!("{:+}(%{})", off + k, register_name(reg)?))
+            };
             let params = params(&dwarf, &unit, e.offset())?;
             let mut found = Vec::new();
             for &(name, var, ty) in vars {
@@ -74,7 +97,7 @@ pub fn fetchargs(
                 found
                     .iter()
                     .map(|(name, var, p, ty)| {
-                        let place = place(&dwarf, &unit, p, pc, &cfa)
+                        let place = place(&dwarf, &unit, p, pc, &frame)
                             .with_context(|| format!("argument {var:?}"))?;
                         Ok(format!("{name}={place}:{ty}"))
                     })
@@ -189,14 +212,13 @@ fn params<'a>(
     Ok(out)
 }
 
-/// Where the parameter is at `pc`, as a fetcharg place; `cfa` gives the frame base (the
-/// CFA, as gcc and rustc describe it) at an address.
+/// Where the parameter is at `pc`, as a fetcharg place; `frame` places a frame offset.
 fn place(
     dwarf: &gimli::Dwarf<R<'_>>,
     unit: &gimli::Unit<R<'_>>,
     p: &Param<'_>,
     pc: u64,
-    cfa: &dyn Fn(u64) -> Result<(u16, i64)>,
+    frame: &dyn Fn(u64, i64) -> Result<String>,
 ) -> Result<String> {
     let expr = match &p.location {
         Some(AttributeValue::Exprloc(e)) => *e,
@@ -224,14 +246,7 @@ fn place(
         Operation::RegisterOffset { register, offset, .. } => {
             format!("{offset:+}(%{})", register_name(register.0)?)
         }
-        // Below the CFA at the entry: the function's own frame, not written yet.
-        Operation::FrameOffset { offset } => {
-            let (reg, base) = cfa(pc)?;
-            if offset < 0 && register_name(reg)? == "sp" && base == 8 {
-                return Err(InFrame.into());
-            }
-            format!("{:+}(%{})", offset + base, register_name(reg)?)
-        }
+        Operation::FrameOffset { offset } => frame(pc, offset)?,
         other => bail!("a location tp cannot turn into a fetcharg ({other:?})"),
     })
 }
