@@ -84,10 +84,12 @@
 //!   zstd at level -1 in chunks of 64 pages, as trace.dat v7 stores them (about 6x smaller
 //!   for the benchmark event, and the file is assembled by copying the chunks); the level
 //!   was chosen with `examples/codec.rs`, see the README. `Compression::None` (or
-//!   `TP_COMPRESS=none`) writes pages as they are. A thread that fires faster than the
-//!   background thread can take its pages for longer than its buffer lasts drops the
-//!   excess; `bench/recorder-sustained.sh` measures loss at sustained rates, against
-//!   LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and the
+//!   `TP_COMPRESS=none`) writes pages as they are. A thread that fires faster than that
+//!   (about 1 GB/s of pages) has its pages copied out of its ring into memory, compressed
+//!   later (see `spool`; bounded by [`RecorderBuilder::max_held_bytes`], with an optional
+//!   reserve kept faulted in, [`RecorderBuilder::reserve_bytes`]); past the bound its ring
+//!   fills and the excess is dropped. `bench/recorder-sustained.sh` measures loss at
+//!   sustained rates, against LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and the
 //!   kernel's missed-events flags in the page headers). With every core busy firing events,
 //!   the background thread gets no CPU and most of a long burst is dropped.
 //! - A probe that never returns blocks every later unregister (read-copy-update waits for
