@@ -3,6 +3,8 @@
 # same event, in one run.
 #
 #   bench/callchain-record-overhead.sh [CALLS] [ROUNDS]     (root; run from the repository root)
+#   CALL_GRAPH=dwarf bench/callchain-record-overhead.sh ...  (--call-graph dwarf on both sides:
+#                                                            8 KiB of user stack a sample)
 #
 # Workload: ../shared/peers/load/syscall-load.c (or $LOAD_SRC), CALLS getppid() calls
 # (default 1,000,000), each one raw_syscalls:sys_enter with its kernel and user frames. It
@@ -19,6 +21,11 @@
 set -euo pipefail
 CALLS=${1:-1000000}
 ROUNDS=${2:-5}
+case ${CALL_GRAPH:-fp} in
+  fp) CG=(-g) ;;
+  dwarf) CG=(--call-graph dwarf) ;;
+  *) echo "CALL_GRAPH: fp or dwarf" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
 work=$(mktemp -d /tmp/tp-bench.XXXXXX)
@@ -52,9 +59,9 @@ for r in $(seq "$ROUNDS"); do
   for tool in perf tp; do
     rm -f "$work/$tool.data"
     if [ "$tool" = perf ]; then
-      perf record -q -g -e raw_syscalls:sys_enter -o "$work/perf.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
+      perf record -q "${CG[@]}" -e raw_syscalls:sys_enter -o "$work/perf.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
     else
-      "$TP" record -q -g -e raw_syscalls:sys_enter -o "$work/tp.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
+      "$TP" record -q "${CG[@]}" -e raw_syscalls:sys_enter -o "$work/tp.data" -- "$work/load" "$CALLS" > "$work/out" 2> "$work/err"
     fi
     LOOP[$tool]+="$(loop_ns "$work/out") "
     CPU[$tool]+="$(cpu_ns) "
@@ -67,7 +74,7 @@ done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 range() { tr ' ' '\n' | grep . | sort -n | awk -v d="$1" 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo / d, hi / d }'; }
-echo "raw_syscalls:sys_enter with call stacks (-g) on every hit: $CALLS getppid() calls ($expected syscalls a run), $ROUNDS rounds, median (range)"
+echo "raw_syscalls:sys_enter with call stacks (${CG[*]}) on every hit: $CALLS getppid() calls ($expected syscalls a run), $ROUNDS rounds, median (range)"
 printf '%-6s %10s %14s %10s %14s %20s %8s\n' config "loop ms" range "cpu ms" range "samples lost" "LOSTrec"
 for n in alone perf tp; do
   lost="-"; lrange=""; rec="-"
