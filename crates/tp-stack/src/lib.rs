@@ -323,7 +323,7 @@ mod tests {
         };
         assert_eq!(f.svma_of_offset(0x1000), Some(0x1000));
         assert_eq!(f.svma_of_offset(0x236000), Some(0x237000));
-        assert_eq!(f.svma_of_offset(0x900000), None);
+        assert_eq!(f.svma_of_offset(0xc00000), None);
     }
 
     #[test]
@@ -335,6 +335,46 @@ mod tests {
         let bytes: Vec<u8> = chain.iter().flat_map(|a| a.to_le_bytes()).collect();
         let s = Sample { callchain: Some(&bytes), ..Default::default() };
         assert_eq!(u.callchain(&s, &EventAttr::default()), chain);
+    }
+
+    #[test]
+    fn maps_follow_mmap_fork_exec_and_exit() {
+        use tp_format::perfdata::record::Task;
+        let id = tp_format::perfdata::SampleId::default();
+        let map = |pid, addr, len, prot, filename| Mmap {
+            pid,
+            tid: pid,
+            addr,
+            len,
+            pgoff: 0,
+            file: None,
+            prot,
+            flags: 0,
+            filename,
+        };
+        let ranges = |u: &Unwinder, pid| -> Vec<Range<u64>> {
+            u.processes
+                .get(&pid)
+                .map(|p| p.maps.iter().map(|m| m.range.clone()).collect())
+                .unwrap_or_default()
+        };
+        let mut u = Unwinder::new();
+        u.observe(&Record::Mmap2(map(10, 0x1000, 0x3000, 5, "/bin/a"), id));
+        u.observe(&Record::Mmap2(map(10, 0x9000, 0x1000, 1, "/bin/data"), id)); // not exec
+        u.observe(&Record::Mmap2(map(10, 0x8000, 0x1000, 5, "[vdso]"), id)); // no file
+        assert_eq!(ranges(&u, 10), vec![0x1000..0x4000]);
+        // A new mapping replaces what it overlaps.
+        u.observe(&Record::Mmap2(map(10, 0x3000, 0x2000, 5, "/lib/b"), id));
+        assert_eq!(ranges(&u, 10), vec![0x3000..0x5000]);
+        // fork: the child has its parent's maps; a new thread is no new process.
+        let task = |pid, ppid| Task { pid, ppid, tid: pid, ptid: ppid, time: 0 };
+        u.observe(&Record::Fork(task(11, 10), id));
+        assert_eq!(ranges(&u, 11), vec![0x3000..0x5000]);
+        // exec: the process starts empty; exit of its main thread forgets it.
+        u.observe(&Record::Comm { pid: 11, tid: 11, comm: "x", exec: true, id });
+        assert!(ranges(&u, 11).is_empty());
+        u.observe(&Record::Exit(task(10, 1), id));
+        assert!(!u.processes.contains_key(&10));
     }
 
     #[test]
