@@ -238,3 +238,34 @@ macro_rules! __tp_sdt_probe {
 macro_rules! __tp_sdt_probe {
     ($($t:tt)*) => {};
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_and_the_semaphore_share_the_word_without_touching_each_other() {
+        let g = Gate::new();
+        assert_eq!(g.load(), 0);
+        // An external tracer attached twice (the kernel adds to the first two bytes).
+        g.0.fetch_add(2, Ordering::Relaxed);
+        g.set_state(crate::site::RECORD);
+        assert_eq!(g.semaphore(), 2);
+        assert_eq!(Gate::state_of(g.load()), crate::site::RECORD);
+        g.set_state(0);
+        assert_eq!(g.load(), 2, "the semaphore alone still fires the site");
+        g.0.fetch_sub(2, Ordering::Relaxed);
+        assert_eq!(g.load(), 0);
+    }
+
+    #[test]
+    fn argument_sizes_and_values() {
+        assert_eq!((<i32 as SdtArg>::SIZE, (-5i32).sdt_value()), (-4, (-5i64) as u64));
+        assert_eq!((<u16 as SdtArg>::SIZE, 7u16.sdt_value()), (2, 7));
+        assert_eq!((<bool as SdtArg>::SIZE, true.sdt_value()), (1, 1));
+        let s = "abc";
+        assert_eq!((<&str as SdtArg>::SIZE, s.sdt_value()), (8, s.as_ptr() as u64));
+        assert_eq!(<Option<&u8>>::None.sdt_value(), 0);
+        assert_eq!(1.5f64.sdt_value(), 1.5f64.to_bits());
+    }
+}
