@@ -782,6 +782,10 @@ fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
     assert!(anon.is_some_and(|m| m["faults"].as_u64().unwrap() >= 64), "{v}");
     let not = v["not_recorded"].as_array().unwrap();
     assert!(!not.iter().any(|m| m.as_str().unwrap().starts_with("major")), "{v}");
+    // Kernel instructions named from this kernel's kallsyms (the file was recorded on it).
+    for ip in v["ips"].as_array().unwrap().iter().filter(|i| i["kernel"] == true) {
+        assert!(!ip["name"].as_str().unwrap().starts_with("0x"), "{ip}");
+    }
     // With call stacks: the paths' counts add up to the faults they were taken for.
     let stacks = v["stacks"].as_array().unwrap();
     assert!(!stacks.is_empty(), "{v}");

@@ -335,14 +335,21 @@ impl Timeline {
         let big_endian = tracing.big_endian;
         let namings = namings(&tracing.events, big_endian);
         let mut cmdlines = tracing.tables.cmdlines;
-        for (tid, comm) in comm_records(&data) {
+        let (comms, kernel_map) = side_records(&data);
+        // perf writes no kallsyms into its files; perf reads the running kernel's.
+        let kallsyms = if tracing.tables.kallsyms.is_empty() {
+            this_kernels_kallsyms(&data, kernel_map).unwrap_or(tracing.tables.kallsyms)
+        } else {
+            tracing.tables.kallsyms
+        };
+        for (tid, comm) in comms {
             // Names of tasks no record of the window names: their last in the file.
             if cmdlines.known(tid).is_none() {
                 cmdlines.insert(tid, &comm);
             }
         }
         Ok(Timeline {
-            src: Source::Perf { data, formats: tracing.events, kallsyms: tracing.tables.kallsyms },
+            src: Source::Perf { data, formats: tracing.events, kallsyms },
             input,
             perf_attrs,
             namings,
@@ -733,19 +740,53 @@ impl Timeline {
     }
 }
 
-/// Each task's last name in a perf.data's COMM records (a quick pass in file order).
-fn comm_records(data: &PerfData<File>) -> Vec<(i32, String)> {
+/// A quick pass over a perf.data's side records in file order: each task's last name (COMM),
+/// and where the kernel's text was (perf's kernel map: pid -1, `[kernel.kallsyms]...`).
+fn side_records(data: &PerfData<File>) -> (Vec<(i32, String)>, Option<(u64, u64)>) {
+    use tp_format::perfdata::kind;
     let mut last: HashMap<i32, String> = HashMap::new();
-    let Ok(mut records) = data.records(false) else { return Vec::new() };
+    let mut kernel = None;
+    let Ok(mut records) = data.records(false) else { return (Vec::new(), None) };
     while let Some(raw) = records.next_raw() {
         let Ok(raw) = raw else { break }; // the main pass reports it
-        if raw.kind == tp_format::perfdata::kind::COMM {
-            if let Ok(Record::Comm { tid, comm, .. }) = raw.parse(None) {
-                last.insert(tid as i32, comm.to_string());
+        match raw.kind {
+            kind::COMM => {
+                if let Ok(Record::Comm { tid, comm, .. }) = raw.parse(None) {
+                    last.insert(tid as i32, comm.to_string());
+                }
             }
+            kind::MMAP | kind::MMAP2 => {
+                if let Ok(Record::Mmap(m, _) | Record::Mmap2(m, _)) = raw.parse(None) {
+                    if m.pid == u32::MAX && m.filename.starts_with("[kernel.kallsyms]") {
+                        kernel = Some((m.addr, m.pgoff));
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    last.into_iter().collect()
+    (last.into_iter().collect(), kernel)
+}
+
+/// This machine's /proc/kallsyms, when the perf.data was recorded on this very kernel: the
+/// same release and its kernel map at this kernel's `_text` (the same boot's KASLR offset),
+/// as perf itself resolves kernel addresses.
+fn this_kernels_kallsyms(
+    data: &PerfData<File>,
+    kernel_map: Option<(u64, u64)>,
+) -> Option<Kallsyms> {
+    let (addr, pgoff) = kernel_map?;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    if data.features.osrelease.as_deref() != Some(release.trim()) {
+        return None;
+    }
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let at = text.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (a, _, name) = (f.next()?, f.next()?, f.next()?);
+        (name == "_text").then(|| u64::from_str_radix(a, 16).ok()).flatten()
+    })?;
+    (at != 0 && (at == addr || at == pgoff)).then(|| Kallsyms::from_text(text))
 }
 
 fn message(input: &str, e: &Error) -> String {
