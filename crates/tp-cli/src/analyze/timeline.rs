@@ -335,7 +335,7 @@ impl Timeline {
         let big_endian = tracing.big_endian;
         let namings = namings(&tracing.events, big_endian);
         let mut cmdlines = tracing.tables.cmdlines;
-        let (comms, kernel_map) = side_records(&data);
+        let SideRecords { comms, kernel_map } = side_records(&data);
         // perf writes no kallsyms into its files; perf reads the running kernel's.
         let kallsyms = if tracing.tables.kallsyms.is_empty() {
             this_kernels_kallsyms(&data, kernel_map).unwrap_or(tracing.tables.kallsyms)
@@ -742,11 +742,11 @@ impl Timeline {
 
 /// A quick pass over a perf.data's side records in file order: each task's last name (COMM),
 /// and where the kernel's text was (perf's kernel map: pid -1, `[kernel.kallsyms]...`).
-fn side_records(data: &PerfData<File>) -> (Vec<(i32, String)>, Option<(u64, u64)>) {
+fn side_records(data: &PerfData<File>) -> SideRecords {
     use tp_format::perfdata::kind;
     let mut last: HashMap<i32, String> = HashMap::new();
     let mut kernel = None;
-    let Ok(mut records) = data.records(false) else { return (Vec::new(), None) };
+    let Ok(mut records) = data.records(false) else { return SideRecords::default() };
     while let Some(raw) = records.next_raw() {
         let Ok(raw) = raw else { break }; // the main pass reports it
         match raw.kind {
@@ -765,7 +765,16 @@ fn side_records(data: &PerfData<File>) -> (Vec<(i32, String)>, Option<(u64, u64)
             _ => {}
         }
     }
-    (last.into_iter().collect(), kernel)
+    SideRecords { comms: last.into_iter().collect(), kernel_map: kernel }
+}
+
+/// What [`side_records`] found.
+#[derive(Default)]
+struct SideRecords {
+    /// (tid, its last name).
+    comms: Vec<(i32, String)>,
+    /// perf's kernel map: (start, pgoff).
+    kernel_map: Option<(u64, u64)>,
 }
 
 /// This machine's /proc/kallsyms, when the perf.data was recorded on this very kernel: the
