@@ -58,6 +58,15 @@ pub struct Args {
     /// recording saved; addresses outside file mappings stay ` <address>`.
     #[arg(long)]
     sym_userobj: bool,
+    /// Code addresses of ftrace's own events (kernel stack frames, `function`) with their
+    /// offset and size, as the kernel's `sym-offset` option prints them
+    /// (`do_syscall_64+0x1fa/0x280`).
+    #[arg(long)]
+    sym_offset: bool,
+    /// ... and with the address after them, as the kernel's `sym-addr` option
+    /// (`do_syscall_64 <ffffffff821ed69a>`; user stack frames too).
+    #[arg(long)]
+    sym_addr: bool,
     /// perf.data: also print COMM, FORK and EXIT records (as perf script does).
     #[arg(long)]
     show_task_events: bool,
@@ -211,6 +220,7 @@ fn renderer_for(args: &Args, dat: &mut TraceDat<File>) -> Renderer {
         ts_in_ns: dat.tsc2nsec().is_some() || text::clock_is_ns(clock),
         big_endian: dat.big_endian(),
         long_size: dat.long_size(),
+        sym: tp_format::render::SymFlags { offset: args.sym_offset, addr: args.sym_addr },
     };
     let user_maps = args.sym_userobj.then(|| tp_format::symbols::UserMaps::new(dat.proc_maps()));
     let (formats, mut tables) = dat.take_render_tables();

@@ -175,6 +175,7 @@ fn renderer_for(tfs: &tp_tracefs::Tracefs, events: &[EventId], args: &Opts) -> R
         ts_in_ns: text::clock_is_ns(&args.trace.clock),
         big_endian: false,
         long_size: 8,
+        sym: Default::default(),
     };
     Ok(Renderer::new(formats, tables, options))
 }

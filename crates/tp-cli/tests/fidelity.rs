@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use tp_format::page::PageLayout;
-use tp_format::render::{Options, Renderer, Tables};
+use tp_format::render::{Options, Renderer, SymFlags, Tables};
 use tp_format::symbols::{Cmdlines, Kallsyms, PrintkFormats, UserMaps};
 use tp_format::text::{self, Columns};
 use tp_format::tracedat::{Item, PageSource, ReadPages, Records};
@@ -118,7 +118,13 @@ fn oracle_instance(tfs: &Tracefs, tag: &str) -> Instance {
 /// Read the kernel's `trace` text of `inst` (tracing off), then drain the same buffer raw,
 /// remove the instance, render it with tp's pipeline and compare line by line.
 /// `user_maps`: processes' maps, for an instance with `sym-userobj` on.
-fn compare_with_kernel(tfs: &Tracefs, inst: Instance, user_maps: Option<UserMaps>) -> Outcome {
+/// `sym`: the instance's `sym-offset` and `sym-addr` options.
+fn compare_with_kernel(
+    tfs: &Tracefs,
+    inst: Instance,
+    user_maps: Option<UserMaps>,
+    sym: SymFlags,
+) -> Outcome {
     let kernel_text = inst.trace_text().unwrap();
     let stats = inst.all_stats().unwrap();
     let mut cmdlines = Cmdlines::parse(&tfs.saved_cmdlines().unwrap());
@@ -134,7 +140,7 @@ fn compare_with_kernel(tfs: &Tracefs, inst: Instance, user_maps: Option<UserMaps
     let raw: Vec<(u32, Vec<u8>)> = cpus.iter().map(|&c| (c, inst.drain_cpu(c).unwrap())).collect();
     drop(inst); // removes the instance before any assertion can fail
 
-    let renderer = Renderer::new(all_formats(tfs), tables, Options::default());
+    let renderer = Renderer::new(all_formats(tfs), tables, Options { sym, ..Options::default() });
     let sources: Vec<(u32, Box<dyn PageSource>)> = raw
         .iter()
         .map(|(c, bytes)| {
@@ -215,7 +221,7 @@ fn every_event_renders_as_the_kernel_does() {
     inst.set_tracing_on(false).unwrap();
     inst.disable_all().unwrap();
 
-    let r = compare_with_kernel(&tfs, inst, None);
+    let r = compare_with_kernel(&tfs, inst, None, SymFlags::default());
     assert!(r.entries > 1000, "the workload produced only {} events", r.entries);
     assert!(r.per_type.len() > 50, "only {} event types fired", r.per_type.len());
     assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
@@ -249,7 +255,7 @@ fn kernel_and_user_stacks_render_as_the_kernel_does() {
     inst.set_tracing_on(false).unwrap();
     inst.disable_all().unwrap();
 
-    let r = compare_with_kernel(&tfs, inst, None);
+    let r = compare_with_kernel(&tfs, inst, None, SymFlags::default());
     let kernel_stacks = r.per_type.get("ftrace:kernel_stack").copied().unwrap_or(0);
     let user_stacks = r.per_type.get("ftrace:user_stack").copied().unwrap_or(0);
     assert!(kernel_stacks > 100, "only {kernel_stacks} kernel stacks were recorded");
@@ -307,15 +313,19 @@ impl Drop for Reap {
     }
 }
 
-/// `tp report --sym-userobj`: user stacks as the kernel prints them with `sym-userobj`
-/// (`/usr/lib/.../libc.so.6[+0x1234]`), which it looks up in the live process when `trace`
-/// is read; tp looks them up in the maps saved (here read from /proc while it lives).
+/// `tp report --sym-userobj --sym-offset --sym-addr`: stacks as the kernel prints them with
+/// those options: user frames as `/usr/lib/.../libc.so.6[+0x1234] <00007f...>`, which it
+/// looks up in the live process when `trace` is read (tp in the maps saved, here read from
+/// /proc while it lives), kernel frames as `do_syscall_64+0x1fa/0x280 <ffffffff821ed69a>`.
 #[test]
-fn user_stacks_with_sym_userobj_render_as_the_kernel_does() {
+fn stacks_with_sym_userobj_offset_and_addr_render_as_the_kernel_does() {
     let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
     let inst = oracle_instance(&tfs, "userobj");
     inst.set_option("userstacktrace", true).unwrap();
     inst.set_option("sym-userobj", true).unwrap();
+    inst.set_option("stacktrace", true).unwrap();
+    inst.set_option("sym-offset", true).unwrap();
+    inst.set_option("sym-addr", true).unwrap();
     let child = std::process::Command::new("sh")
         .args(["-c", "read x; read y"])
         .stdin(std::process::Stdio::piped())
@@ -332,10 +342,13 @@ fn user_stacks_with_sym_userobj_render_as_the_kernel_does() {
     inst.set_tracing_on(false).unwrap();
     inst.disable_all().unwrap();
     let maps = UserMaps::new(&[proc_maps(pid)]);
-    let r = compare_with_kernel(&tfs, inst, Some(maps)); // reads `trace` while sh lives
+    let sym = SymFlags { offset: true, addr: true };
+    let r = compare_with_kernel(&tfs, inst, Some(maps), sym); // reads `trace` while sh lives
     drop(child);
     let files = r.ours.lines().filter(|l| l.starts_with(" => /") && l.contains("[+0x")).count();
     assert!(files >= 3, "{files} user frames named by file in\n{}", r.ours);
+    let offsets = r.ours.lines().filter(|l| l.starts_with(" => do_syscall_64+0x")).count();
+    assert!(offsets >= 3, "{offsets} kernel frames with offsets in\n{}", r.ours);
     assert!(r.differing.is_empty(), "lines differ, by event: {:?}", r.differing);
     assert_eq!(r.kernel_lines, r.tp_lines, "line counts differ");
 }

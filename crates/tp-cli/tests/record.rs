@@ -1451,6 +1451,15 @@ fn kernel_and_user_stacks_are_recorded_and_trace_cmd_reads_them() {
     let theirs = trace_cmd_kernel_stacks(&report_lines(&f));
     assert_eq!(ours.len(), calls.len());
     assert_eq!(ours, theirs, "kernel stacks: tp report vs trace-cmd report");
+    // --sym-offset --sym-addr: the same frames with `+0xOFF/0xSIZE <ADDRESS>`.
+    let rep = tp(&["report", "--sym-offset", "--sym-addr", "-i", f.to_str().unwrap()]);
+    let with = tp_kernel_stacks(&String::from_utf8_lossy(&rep.stdout));
+    assert_eq!(with.len(), ours.len());
+    for (w, o) in with.iter().flatten().zip(ours.iter().flatten()) {
+        let (name, rest) = w.split_once("+0x").unwrap_or_else(|| panic!("{w}"));
+        assert_eq!(name, o);
+        assert!(rest.contains("/0x") && rest.ends_with('>') && rest.contains(" <ffff"), "{w}");
+    }
 }
 
 /// `--stack-trigger GLOB if FILTER` on an existing instance (`-B`): the trigger and the

@@ -3,6 +3,7 @@
 //! dump and JSON objects. One renderer serves `tp report`, `tp stream` and Rust sinks.
 
 use crate::format::{EventFormat, Field, FieldKind};
+pub use crate::printfmt::SymFlags;
 use crate::printfmt::{Compiled, GraphStep, PrintFmtError, RenderCtx};
 use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats, UserMaps};
 use crate::text::{self, Columns, Context};
@@ -26,11 +27,20 @@ pub struct Options {
     pub ts_in_ns: bool,
     pub big_endian: bool,
     pub long_size: usize,
+    /// How ftrace's own events print code addresses (stack frames, `function`, marker
+    /// ips), as the kernel's `sym-offset` and `sym-addr` options say.
+    pub sym: SymFlags,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { columns: Columns::default(), ts_in_ns: true, big_endian: false, long_size: 8 }
+        Options {
+            columns: Columns::default(),
+            ts_in_ns: true,
+            big_endian: false,
+            long_size: 8,
+            sym: SymFlags::default(),
+        }
     }
 }
 
@@ -165,6 +175,7 @@ impl Renderer {
             big_endian: self.options.big_endian,
             long_size: self.options.long_size,
             user_maps: self.tables.user_maps.as_ref(),
+            sym: self.options.sym,
         }
     }
 

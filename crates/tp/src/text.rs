@@ -108,7 +108,14 @@ fn format_line(st: &mut State, ev: &Event<'_>) {
 }
 
 fn render_ctx<'a>(kallsyms: &'a Kallsyms, printk: &'a PrintkFormats) -> RenderCtx<'a> {
-    RenderCtx { kallsyms, printk, big_endian: false, long_size: 8, user_maps: None }
+    RenderCtx {
+        kallsyms,
+        printk,
+        big_endian: false,
+        long_size: 8,
+        user_maps: None,
+        sym: Default::default(),
+    }
 }
 
 /// Render an event's printk from its record (compiling its print fmt each call: for tests

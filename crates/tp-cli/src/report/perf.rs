@@ -56,6 +56,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         ts_in_ns: true,
         big_endian: tracing.big_endian,
         long_size: if tracing.long_size == 0 { 8 } else { tracing.long_size },
+        sym: Default::default(),
     };
     // Names as the kernel's `trace` would give them: saved_cmdlines, then each task's last
     // name in the file. Samples taken under an earlier name get it from the producer.

@@ -69,6 +69,16 @@ pub struct RenderCtx<'a> {
     pub long_size: usize,
     /// Processes' maps: user stacks print as with the kernel's `sym-userobj` option.
     pub user_maps: Option<&'a UserMaps>,
+    pub sym: SymFlags,
+}
+
+/// The kernel's trace options for code addresses in ftrace's own events
+/// (`seq_print_ip_sym()`): `sym-offset` (`name+0xoff/0xsize [module]`) and `sym-addr` (the
+/// address after the name, ` <ffffffff81000130>`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SymFlags {
+    pub offset: bool,
+    pub addr: bool,
 }
 
 /// Facts about the traced kernel that print fmts depend on.

@@ -290,6 +290,9 @@ impl Special {
                                 out.push_str("[+0x");
                                 printf::push_hex(out, off);
                                 out.push(']');
+                                if ctx.sym.addr {
+                                    push_addr(out, v);
+                                }
                                 slot = slot.next();
                                 continue;
                             }
@@ -313,8 +316,9 @@ fn strip_nl(out: &mut String, start: usize) {
     }
 }
 
-/// `seq_print_ip_sym()` without the sym-offset option: `0` for 0, the bare symbol name, or
-/// `0x%08lx` when no symbol covers the address.
+/// `seq_print_ip_sym()`: `0` for 0; the bare symbol name, or with the sym-offset option
+/// `%pS`'s `name+0xoff/0xsize [module]`; `0x%08lx` when no symbol covers the address; with
+/// sym-addr, ` <%016lx>` after it.
 fn ip_sym(out: &mut String, ip: Option<u64>, ctx: &RenderCtx<'_>) {
     let Some(ip) = ip else {
         out.push_str(BAD);
@@ -325,12 +329,23 @@ fn ip_sym(out: &mut String, ip: Option<u64>, ctx: &RenderCtx<'_>) {
         return;
     }
     match ctx.kallsyms.resolve(ip).filter(|r| r.size > 0 || r.offset == 0) {
+        Some(_) if ctx.sym.offset => super::pointer::symbol(out, ip, true, false, ctx),
         Some(r) => out.push_str(r.name),
         None => {
             out.push_str("0x");
             printf::number(out, ip, 16, printf::SMALL | printf::ZEROPAD, 8, -1);
         }
     }
+    if ctx.sym.addr {
+        push_addr(out, ip);
+    }
+}
+
+/// ` <%016lx>`.
+fn push_addr(out: &mut String, ip: u64) {
+    out.push_str(" <");
+    printf::number(out, ip, 16, printf::SMALL | printf::ZEROPAD, 16, -1);
+    out.push('>');
 }
 
 /// `bstr_printf()`: a `trace_printk` format applied to the argument words `vbin_printf`

@@ -7,7 +7,14 @@ use crate::format::EventFormat;
 const TRACEFS: &str = "/sys/kernel/tracing";
 
 fn ctx<'a>(k: &'a Kallsyms, p: &'a PrintkFormats) -> RenderCtx<'a> {
-    RenderCtx { kallsyms: k, printk: p, big_endian: false, long_size: 8, user_maps: None }
+    RenderCtx {
+        kallsyms: k,
+        printk: p,
+        big_endian: false,
+        long_size: 8,
+        user_maps: None,
+        sym: Default::default(),
+    }
 }
 
 /// Every format file of the running kernel parses and compiles. Tracefs must be there:
