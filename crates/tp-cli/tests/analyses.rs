@@ -945,3 +945,33 @@ fn syscalls_of_perf_data_equal_perf_scripts() {
     assert_eq!(got, want);
     assert_eq!(got[&110], (1000, 0), "the program's getppid calls");
 }
+
+/// `tp faults -i perf.data` of a `--call-graph dwarf` recording: call paths unwound offline
+/// (crate tp-stack) past the program's frame-pointer-less code, into libc's call of main.
+#[test]
+fn faults_call_paths_of_dwarf_stacks_reach_the_caller_of_main() {
+    require_tracefs();
+    let tmp = Tmp::new("faults-dwarf");
+    let src = tmp.path("f.c");
+    std::fs::write(&src, FAULTS_PROG).unwrap();
+    let exe = tmp.path("f");
+    run(Command::new("gcc").args(["-O1", "-fomit-frame-pointer", "-o"]).arg(&exe).arg(&src));
+    let data = tmp.path("data.bin");
+    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let file = tmp.path("d.data");
+    run(Command::new(TP)
+        .args(["record", "-q", "-e", "minor-faults", "--period", "1", "--call-graph", "dwarf"])
+        .arg("-o")
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg(&data));
+    let v = json(&run(Command::new(TP).args(["faults", "--json", "-i"]).arg(&file)));
+    // The 64 written pages: one path, from main's store up through libc.
+    let top = &v["stacks"][0];
+    assert!(top["faults"].as_u64().unwrap() >= 64, "{v}");
+    let names = top["names"].as_str().unwrap();
+    let frames: Vec<&str> = names.split(" <- ").collect();
+    assert!(frames[0].starts_with("f+"), "{names}");
+    assert!(frames.iter().skip(1).any(|f| f.starts_with("libc.so")), "{names}");
+}

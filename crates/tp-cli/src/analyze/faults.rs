@@ -27,6 +27,7 @@ use std::fmt::Write as _;
 
 use tp_format::perfdata::attr::event_type;
 use tp_format::perfdata::{misc, sample};
+use tp_stack::PERF_CONTEXT_MAX;
 
 use super::maps::{display_name, Maps};
 use super::timeline::{Coverage, Ev, IntField, Timeline};
@@ -50,9 +51,6 @@ pub struct Args {
 const PF_PROT: u64 = 1 << 0;
 const PF_WRITE: u64 = 1 << 1;
 const PF_INSTR: u64 = 1 << 4;
-
-/// perf's callchain context markers (`PERF_CONTEXT_*`) are the values from here up.
-const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 
 /// Fault counts by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -374,7 +372,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 Kind::Other => {}
             }
         }
-        Ev::Sample { attr, sample: s, names, .. } => {
+        Ev::Sample { attr, sample: s, chain, names } => {
             let SampleKind::Fault(major) = sample_kinds[attr] else { return };
             let tid = s.tid.or(s.pid).unwrap_or(0) as i32;
             if !wanted.wants(tid, names) {
@@ -387,7 +385,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             let kernel = matches!(s.misc & misc::CPUMODE_MASK, misc::KERNEL | misc::GUEST_KERNEL);
             let mapping = s.addr.map(|a| mapping_name(&maps, pid, a));
             let stack =
-                s.callchain.map(|_| s.callchain().filter(|&a| a < PERF_CONTEXT_MAX).collect());
+                chain.map(|c| c.iter().copied().filter(|&a| a < PERF_CONTEXT_MAX).collect());
             stats.sample(
                 tid,
                 pid,

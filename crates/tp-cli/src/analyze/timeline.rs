@@ -33,6 +33,7 @@ use anyhow::Context;
 use tp_format::format::{EventFormat, Field};
 use tp_format::perfdata::attr::{event_type, flag};
 use tp_format::perfdata::record::Mmap;
+use tp_format::perfdata::sample;
 use tp_format::perfdata::{PerfData, Record, Sample};
 use tp_format::symbols::{Cmdlines, Kallsyms};
 use tp_format::tracedat::{BufferKind, Error, Item, PageSource, Records, TraceDat};
@@ -81,6 +82,10 @@ pub enum Ev<'a> {
     Sample {
         attr: usize,
         sample: &'a Sample<'a>,
+        /// The call stack in PERF_SAMPLE_CALLCHAIN's shape, innermost first, when recorded:
+        /// the kernel's walk, or with `--call-graph dwarf` the user part unwound offline
+        /// (crate tp-stack).
+        chain: Option<&'a [u64]>,
         names: &'a Names<'a>,
     },
     /// A perf.data MMAP/MMAP2 record: a mapping in process `map.pid`'s address space.
@@ -554,6 +559,9 @@ impl Timeline {
         let be = self.big_endian;
         let mut records = data.records(true)?;
         let mut n = 0u64;
+        // User stacks copied with the samples (`--call-graph dwarf`) are unwound here.
+        let dwarf = data.attrs.iter().any(|a| a.attr.sample_type & sample::STACK_USER != 0);
+        let mut unwinder = dwarf.then(tp_stack::Unwinder::new);
         while let Some(item) = records.next() {
             let item = match item {
                 Ok(i) => i,
@@ -573,6 +581,9 @@ impl Timeline {
                     continue;
                 }
             };
+            if let Some(u) = unwinder.as_mut() {
+                u.observe(&record);
+            }
             match record {
                 Record::Sample(s) => {
                     let Some(ts) = s.time else { continue };
@@ -602,7 +613,16 @@ impl Timeline {
                             let e = Event { names: &names, buffer: 0, cpu, ts, id, pid, data: d };
                             sink(Ev::Event(e));
                         }
-                        _ => sink(Ev::Sample { attr, sample: &s, names: &names }),
+                        _ => {
+                            let chain = match unwinder.as_mut() {
+                                Some(u) if s.stack_user.is_some() => {
+                                    Some(u.callchain(&s, &data.attrs[attr].attr))
+                                }
+                                _ => s.callchain.map(|_| s.callchain().collect()),
+                            };
+                            let chain = chain.as_deref();
+                            sink(Ev::Sample { attr, sample: &s, chain, names: &names })
+                        }
                     }
                 }
                 Record::Mmap(m, id) | Record::Mmap2(m, id) => {
