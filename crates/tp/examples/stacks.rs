@@ -11,7 +11,7 @@
 //! It prints its pid and its functions' addresses (for the tests).
 
 tp::trace_event! {
-    /// Fired in `c`, with its user stack.
+    /// Fired in `c`, with its user stack (`TP_STACKS=stacks:leaf`, or `stacks = true;` here).
     pub stacks:leaf(i: u32) {
         fields { i: u32 }
         printk("i=%u", i)

@@ -28,6 +28,10 @@
 ///   arguments);
 /// - `fn tracepoint_NAME() -> &'static tp::Site`: the site (format, docs, raw probes).
 ///
+/// `stacks = true;` before `fields` makes the recorder write the firing thread's user stack
+/// after each event (see [`crate::Site::set_stacks`]; `TP_STACKS` and [`crate::set_stacks`]
+/// change it at run time).
+///
 /// Field types: see [`crate::field`]. A field without `= expr` takes the argument of the same
 /// name. Assignments run only when something listens. The printk names fields; its
 /// conversions are checked against the field types at compile time.
@@ -36,6 +40,7 @@ macro_rules! trace_event {
     ($(
         $(#[doc = $doc:literal])*
         $vis:vis $system:ident : $name:ident ( $($arg:ident : $aty:ty),* $(,)? ) {
+            $(stacks = $stacks:literal ;)?
             fields { $( $field:ident : $fty:ty $(= $expr:expr)? ),* $(,)? }
             printk ( $fmt:literal $(, $parg:ident)* $(,)? ) $(;)?
         }
@@ -87,6 +92,7 @@ macro_rules! trace_event {
                 printk_fmt: $fmt,
                 printk_args: &[$( ::core::stringify!($parg) ),*],
                 fixed_size: ::core::mem::size_of::<[<__tp_rec_ $name>]>(),
+                stacks: false $(|| $stacks)?,
                 file: ::core::file!(),
                 line: ::core::line!(),
             };

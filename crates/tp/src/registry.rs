@@ -126,8 +126,9 @@ fn apply_events(sites: &'static [&'static Site], spec: &str) -> usize {
 }
 
 /// Record the user stack after each event of the tracepoints matching a `TP_STACKS`-style
-/// list (`myapp:*,-myapp:noisy`; see [`crate::Site::set_stacks`]), and of no others.
-/// Returns how many tracepoints record stacks.
+/// list (`myapp:*,-myapp:noisy`: an entry with `-` turns them off; later entries win; see
+/// [`crate::Site::set_stacks`]); the others keep their setting (`stacks = true;` in
+/// `trace_event!`, or an earlier call). Returns how many tracepoints record stacks.
 pub fn set_stacks(spec: &str) -> usize {
     apply_stacks(tracepoints(), spec)
 }
@@ -136,7 +137,7 @@ fn apply_stacks(sites: &'static [&'static Site], spec: &str) -> usize {
     let entries: Vec<&str> = spec.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
     let _g = control_lock();
     for s in sites {
-        let mut on = false;
+        let mut on = s.stacks();
         for e in &entries {
             match e.strip_prefix('-') {
                 Some(g) if glob_match_site(g, s) => on = false,

@@ -33,6 +33,8 @@ pub struct Meta {
     pub printk_args: &'static [&'static str],
     /// Size of the fixed part of the record (common fields included).
     pub fixed_size: usize,
+    /// Record the user stack after each event unless changed at run time (`stacks = true;`).
+    pub stacks: bool,
     pub file: &'static str,
     pub line: u32,
 }
@@ -129,7 +131,7 @@ impl Site {
             gate,
             id: AtomicU16::new(0),
             enabled: AtomicBool::new(true),
-            stacks: AtomicBool::new(false),
+            stacks: AtomicBool::new(meta.stacks),
             probes: AtomicPtr::new(core::ptr::null_mut()),
             meta,
             format: OnceLock::new(),

@@ -108,3 +108,61 @@ fn events_carry_their_callers_in_order() {
     });
     assert!(text.contains(&first), "{first} in\n{text}");
 }
+
+tp::trace_event! {
+    /// Records its user stack from the declaration on.
+    pub stk:declared(i: u32) {
+        stacks = true;
+        fields { i: u32 }
+        printk("i=%u", i)
+    }
+    /// Records none unless asked.
+    pub stk:plain(i: u32) {
+        fields { i: u32 }
+        printk("i=%u", i)
+    }
+}
+
+/// Record both events; for each event in the file, whether a user stack follows it.
+fn stacks_followed(tag: &str) -> Vec<(String, bool)> {
+    let dir = crate::temp_dir(tag);
+    let path = dir.join("t.dat");
+    let rec = tp::Recorder::start(&path).unwrap();
+    for i in 0..3 {
+        trace_declared(i);
+        trace_plain(i);
+    }
+    rec.stop().unwrap();
+    let r = Recording::open(&path).unwrap();
+    let name = |rec: &[u8]| r.format(u16::from_le_bytes([rec[0], rec[1]])).unwrap().name.clone();
+    let mut out = Vec::new();
+    for (i, (_, _, rec)) in r.records.iter().enumerate() {
+        let n = name(rec);
+        if n == "declared" || n == "plain" {
+            let next = r.records.get(i + 1).map(|(_, _, n)| name(n));
+            out.push((n, next.as_deref() == Some("user_stack")));
+        }
+    }
+    out
+}
+
+/// `stacks = true;` in `trace_event!` turns stacks on for that event; `tp::set_stacks`
+/// (TP_STACKS's syntax) changes the events it names and leaves the others. The program is
+/// built without frame pointers here: the walk finds what it finds, and must not fault.
+#[test]
+fn declared_stacks_and_set_stacks() {
+    let _g = crate::global();
+    assert!(tracepoint_declared().stacks() && !tracepoint_plain().stacks());
+    let got = stacks_followed("declared");
+    let want: Vec<(String, bool)> =
+        (0..3).flat_map(|_| [("declared".into(), true), ("plain".into(), false)]).collect();
+    assert_eq!(got, want);
+    assert!(tp::set_stacks("stk:plain,-stk:declared") >= 1);
+    assert!(!tracepoint_declared().stacks() && tracepoint_plain().stacks());
+    let got = stacks_followed("swapped");
+    let want: Vec<(String, bool)> =
+        (0..3).flat_map(|_| [("declared".into(), false), ("plain".into(), true)]).collect();
+    assert_eq!(got, want);
+    tp::set_stacks("stk:declared,-stk:plain");
+    assert!(tracepoint_declared().stacks() && !tracepoint_plain().stacks());
+}
