@@ -657,6 +657,17 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// [`FAULTS_PROG`] built in `tmp` (gcc -O1, no frame pointers), and its 32-page data file.
+fn faults_workload(tmp: &Tmp) -> (PathBuf, PathBuf) {
+    let src = tmp.path("f.c");
+    std::fs::write(&src, FAULTS_PROG).unwrap();
+    let exe = tmp.path("f");
+    run(Command::new("gcc").args(["-O1", "-fomit-frame-pointer", "-o"]).arg(&exe).arg(&src));
+    let data = tmp.path("data.bin");
+    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    (exe, data)
+}
+
 /// `tp faults -i perf.data` of perf_event_open's major-faults/minor-faults (every fault,
 /// with its address) against `perf script` on the same file: faults per task and event,
 /// per page, and per mapping, where the test looks each address up in the MMAP2 records
@@ -665,12 +676,7 @@ int main(int argc, char **argv) {
 fn faults_of_perf_data_equal_perf_scripts() {
     require_tracefs();
     let tmp = Tmp::new("perf-faults");
-    let src = tmp.path("f.c");
-    std::fs::write(&src, FAULTS_PROG).unwrap();
-    let exe = tmp.path("f");
-    run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
-    let data = tmp.path("data.bin");
-    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let (exe, data) = faults_workload(&tmp);
     let file = tmp.path("f.data");
     run(Command::new(TP)
         .args(["record", "-q", "-e", "major-faults", "-e", "minor-faults", "--period", "1", "-o"])
@@ -767,12 +773,7 @@ fn faults_of_perf_data_equal_perf_scripts() {
 fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
     require_tracefs();
     let tmp = Tmp::new("faults-cmd");
-    let src = tmp.path("f.c");
-    std::fs::write(&src, FAULTS_PROG).unwrap();
-    let exe = tmp.path("f");
-    run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
-    let data = tmp.path("data.bin");
-    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let (exe, data) = faults_workload(&tmp);
     let v = json(&run(Command::new(TP).args(["faults", "--json", "--"]).arg(&exe).arg(&data)));
     let t = &v["total"];
     let n = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k} unknown: {v}"));
@@ -801,12 +802,7 @@ fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
 fn faults_of_a_trace_dat_per_mapping_from_its_saved_maps() {
     require_tracefs();
     let tmp = Tmp::new("dat-maps");
-    let src = tmp.path("f.c");
-    std::fs::write(&src, FAULTS_PROG).unwrap();
-    let exe = tmp.path("f");
-    run(Command::new("gcc").arg("-O1").arg("-o").arg(&exe).arg(&src));
-    let data = tmp.path("data.bin");
-    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let (exe, data) = faults_workload(&tmp);
     let file = tmp.path("t.dat");
     run(Command::new(TP)
         .args(["record", "-q", "-e", "exceptions", "-o"])
@@ -952,12 +948,7 @@ fn syscalls_of_perf_data_equal_perf_scripts() {
 fn faults_call_paths_of_dwarf_stacks_reach_the_caller_of_main() {
     require_tracefs();
     let tmp = Tmp::new("faults-dwarf");
-    let src = tmp.path("f.c");
-    std::fs::write(&src, FAULTS_PROG).unwrap();
-    let exe = tmp.path("f");
-    run(Command::new("gcc").args(["-O1", "-fomit-frame-pointer", "-o"]).arg(&exe).arg(&src));
-    let data = tmp.path("data.bin");
-    std::fs::write(&data, vec![7u8; 32 << 12]).unwrap();
+    let (exe, data) = faults_workload(&tmp);
     let file = tmp.path("d.data");
     run(Command::new(TP)
         .args(["record", "-q", "-e", "minor-faults", "--period", "1", "--call-graph", "dwarf"])

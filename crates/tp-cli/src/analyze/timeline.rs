@@ -493,13 +493,7 @@ impl Timeline {
                         continue;
                     }
                     let d = r.data;
-                    let id = if be {
-                        u16::from_be_bytes([d[0], d[1]])
-                    } else {
-                        u16::from_le_bytes([d[0], d[1]])
-                    };
-                    let p = [d[4], d[5], d[6], d[7]];
-                    let pid = if be { i32::from_be_bytes(p) } else { i32::from_le_bytes(p) };
+                    let (id, pid) = common(d, be);
                     cov.events += 1;
                     cov.first.get_or_insert(ts);
                     cov.last = ts;
@@ -601,14 +595,7 @@ impl Timeline {
                             if d.len() < 8 {
                                 continue;
                             }
-                            let id = if be {
-                                u16::from_be_bytes([d[0], d[1]])
-                            } else {
-                                u16::from_le_bytes([d[0], d[1]])
-                            };
-                            let p = [d[4], d[5], d[6], d[7]];
-                            let pid =
-                                if be { i32::from_be_bytes(p) } else { i32::from_le_bytes(p) };
+                            let (id, pid) = common(d, be);
                             self.name_from(&mut names, id, pid, d);
                             let e = Event { names: &names, buffer: 0, cpu, ts, id, pid, data: d };
                             sink(Ev::Event(e));
@@ -757,6 +744,16 @@ impl Timeline {
             super::json_str(out, e);
         }
         out.push(']');
+    }
+}
+
+/// An ftrace record's `common_type` and `common_pid` (the record has at least 8 bytes).
+fn common(d: &[u8], be: bool) -> (u16, i32) {
+    let p = [d[4], d[5], d[6], d[7]];
+    if be {
+        (u16::from_be_bytes([d[0], d[1]]), i32::from_be_bytes(p))
+    } else {
+        (u16::from_le_bytes([d[0], d[1]]), i32::from_le_bytes(p))
     }
 }
 
