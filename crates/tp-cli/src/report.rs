@@ -18,12 +18,20 @@ mod count;
 mod perf;
 mod pipeline;
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct Args {
     /// The trace file: trace.dat v6 or v7 (as tp record or trace-cmd writes it) or perf.data
-    /// (as perf record or tp writes it).
+    /// (as perf record or tp writes it). Several (`-i a.dat -i b.data`): one timeline,
+    /// their records merged by time (record them on the same clock: tp's trace.dat and
+    /// perf.data both use CLOCK_MONOTONIC), each line as it prints alone, without header.
     #[arg(short = 'i', long = "input", default_value = "trace.dat")]
+    inputs: Vec<String>,
+    /// The one input being read.
+    #[arg(skip)]
     input: String,
+    /// Where its lines go.
+    #[arg(skip)]
+    sink: pipeline::Sink,
     /// Only events matching this glob (`sched`, `sched:sched_switch`, `*:*wakeup*`);
     /// repeatable.
     #[arg(short = 'e', long = "event")]
@@ -93,7 +101,80 @@ fn refuse_unseekable(input: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
+    if let [one] = &args.inputs[..] {
+        args.input = one.clone();
+        return run_one(args);
+    }
+    for input in &args.inputs {
+        check_input(input)?;
+    }
+    if args.stat {
+        // Statistics are per file: one after the other.
+        let mut status = 0;
+        for input in args.inputs.clone() {
+            writeln!(std::io::stdout(), "# {input}")?;
+            status = status.max(run_one(Args { input, ..args.clone() })?);
+        }
+        return Ok(status);
+    }
+    merge(args)
+}
+
+/// Several inputs: each read and rendered on its own threads, the lines merged by time.
+fn merge(args: Args) -> anyhow::Result<i32> {
+    let mut receivers = Vec::new();
+    std::thread::scope(|s| {
+        let runs: Vec<_> = args
+            .inputs
+            .iter()
+            .map(|input| {
+                // Two batches ahead per input: memory stays a few batches whatever the files.
+                let (tx, rx) = std::sync::mpsc::sync_channel(2);
+                receivers.push(rx);
+                let one = Args {
+                    input: input.clone(),
+                    sink: pipeline::Sink::Merge(tx),
+                    no_header: true,
+                    ..args.clone()
+                };
+                s.spawn(move || run_one(one))
+            })
+            .collect();
+        let merged = pipeline::merge(&args.inputs, std::mem::take(&mut receivers));
+        let ran: Vec<_> = runs
+            .into_iter()
+            .map(|r| r.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        // A failed write (e.g. `| head` closed) stopped the inputs too: that is the error.
+        merged?;
+        let mut status = 0;
+        for r in ran {
+            match r {
+                Ok(s) => status = status.max(s),
+                Err(e) => {
+                    eprintln!("tp: {e:#}");
+                    status = 1;
+                }
+            }
+        }
+        Ok(status)
+    })
+}
+
+/// A directory, a pipe, a file that cannot be opened: said before anything is read.
+fn check_input(input: &str) -> anyhow::Result<()> {
+    if std::path::Path::new(input).is_dir() {
+        anyhow::bail!(
+            "cannot read {input}: it is a directory (give a trace.dat or perf.data file)"
+        );
+    }
+    refuse_unseekable(input)?;
+    std::fs::File::open(input).with_context(|| format!("cannot open {input}"))?;
+    Ok(())
+}
+
+fn run_one(args: Args) -> anyhow::Result<i32> {
     if std::path::Path::new(&args.input).is_dir() {
         anyhow::bail!(
             "cannot read {}: it is a directory (give a trace.dat or perf.data file)",
@@ -339,7 +420,7 @@ fn render_records(
         _ => Mode::Text,
     };
     let place = |source: u32| places[source as usize];
-    let errors = pipeline::run(renderer, mode, &args.input, names, |feed| {
+    let errors = pipeline::run(renderer, mode, &args.input, names, &args.sink, |feed| {
         // Function_graph calls are paired with their returns (per source) for the text
         // (`--raw` and JSON keep one record per line).
         let mut pairing = if mode == Mode::Text { Pairing::new(renderer) } else { None };

@@ -547,3 +547,80 @@ fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
         &missing[..missing.len().min(5)]
     );
 }
+
+/// The time of a `tp report` line (trace.dat's or perf.data's layout) in µs: its first
+/// `SECS.USECS:` word.
+fn line_us(l: &str) -> Option<u64> {
+    l.split_whitespace().find_map(|w| {
+        let (s, us) = w.strip_suffix(':')?.split_once('.')?;
+        (us.len() == 6).then_some(())?;
+        Some(s.parse::<u64>().ok()? * 1_000_000 + us.parse::<u64>().ok()?)
+    })
+}
+
+/// `tp report -i trace.dat -i perf.data`: a tracefs recording (`tp record -a`) and a perf
+/// door recording (`tp record -e raw_syscalls:sys_enter -e page-faults -- CMD`, tracepoint
+/// and software samples) made at the same time, both on CLOCK_MONOTONIC, print as one
+/// timeline: exactly the lines of each file alone (the trace.dat without its header), each
+/// file's in their own order, interleaved, times never going back (by more than the 1 µs
+/// of rounding: the kernel's text rounds to the microsecond, perf script's truncates).
+#[test]
+fn several_inputs_merge_into_one_timeline() {
+    use std::io::BufRead;
+    let tmp = Tmp::new("merge");
+    let (dat, data) = (tmp.path("t.dat"), tmp.path("p.data"));
+    let mut tracefs = Command::new(TP)
+        .args(["record", "-e", "sched:sched_switch", "-a", "--duration", "2", "-o"])
+        .arg(&dat)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its start line: the instance records from now on.
+    let mut err = std::io::BufReader::new(tracefs.stderr.take().unwrap());
+    let mut start = String::new();
+    err.read_line(&mut start).unwrap();
+    assert!(start.contains("recording"), "tp record -a: {start}");
+    let st = Command::new(TP)
+        .args(["record", "-e", "raw_syscalls:sys_enter", "-e", "page-faults", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", "ls / > /dev/null; sleep 0.1; ls /usr > /dev/null"])
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(tracefs.wait().unwrap().success(), "tp record -a: {start}{rest}");
+
+    let (dat, data) = (dat.to_str().unwrap(), data.to_str().unwrap());
+    let (a, e, code) = tp_report(&["-i", dat, "--no-header"]);
+    assert_eq!(code, 0, "{e}");
+    let (b, e, code) = tp_report(&["-i", data]);
+    assert_eq!(code, 0, "{e}");
+    let (merged, e, code) = tp_report(&["-i", dat, "-i", data]);
+    assert_eq!(code, 0, "{e}");
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    assert!(b.iter().any(|l| l.contains("page-faults")), "no software sample: {b:?}");
+    assert!(b.iter().any(|l| l.contains("sys_enter")), "no tracepoint sample: {b:?}");
+    // Every merged line is the next line of one input; which one, by position.
+    let (mut i, mut j) = (0, 0);
+    let mut from_b = Vec::new();
+    let mut last = 0;
+    for (n, l) in merged.lines().enumerate() {
+        if a.get(i) == Some(&l) {
+            i += 1;
+        } else if b.get(j) == Some(&l) {
+            j += 1;
+            from_b.push(n);
+        } else {
+            panic!("merged line {n} is neither file's next line: {l:?}");
+        }
+        let us = line_us(l).unwrap_or_else(|| panic!("no time in {l:?}"));
+        assert!(us + 1 >= last, "line {n} goes back in time: {l:?}");
+        last = last.max(us);
+    }
+    assert_eq!((i, j), (a.len(), b.len()), "lines missing from the merge");
+    // The perf door's lines fall inside the tracefs recording's time: interleaved.
+    let n = a.len() + b.len();
+    assert!(from_b[0] > 0 && *from_b.last().unwrap() < n - 1, "not interleaved: {from_b:?}");
+}

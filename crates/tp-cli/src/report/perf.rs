@@ -82,7 +82,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         width,
         mode,
     };
-    let errors = pipeline::run(&renderer, mode, &args.input, &[], |feed| {
+    let errors = pipeline::run(&renderer, mode, &args.input, &[], &args.sink, |feed| {
         let mut errors = 0;
         while let Some(item) = records.next() {
             let item = match item {
@@ -206,7 +206,7 @@ impl Producer<'_> {
                     (true, Some(raw)) => self.tracepoint(feed, s, raw),
                     _ => {
                         let line = self.sample_line(s, &ev.name);
-                        feed.text(line)
+                        feed.text(s.time.unwrap_or(0), line)
                     }
                 }
             }
@@ -220,7 +220,7 @@ impl Producer<'_> {
                         if exec { " exec" } else { "" }
                     );
                     let line = self.side_line(tid, id.cpu, id.time, &what);
-                    feed.text(line)?;
+                    feed.text(id.time.unwrap_or(0), line)?;
                 }
                 Ok(())
             }
@@ -244,8 +244,9 @@ impl Producer<'_> {
                         t.ppid,
                         t.ptid
                     );
-                    let line = self.side_line(t.tid, id.cpu, id.time.or(Some(t.time)), &what);
-                    feed.text(line)?;
+                    let time = id.time.unwrap_or(t.time);
+                    let line = self.side_line(t.tid, id.cpu, Some(time), &what);
+                    feed.text(time, line)?;
                 }
                 Ok(())
             }
@@ -297,7 +298,7 @@ impl Producer<'_> {
                     ),
                 };
                 let line = self.side_line(m.tid, id.cpu, id.time, &what);
-                feed.text(line)
+                feed.text(id.time.unwrap_or(0), line)
             }
             Record::Lost { lost, id, .. } | Record::LostSamples { lost, id } => {
                 if self.cpu_ok(id.cpu) {
@@ -347,7 +348,7 @@ impl Producer<'_> {
                     self.renderer.render_text(raw, &mut out);
                 }
                 out.push('\n');
-                feed.text(out)
+                feed.text(ts, out)
             }
             _ => {
                 self.same_name.set(Some(c.pid));

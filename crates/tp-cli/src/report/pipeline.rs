@@ -6,7 +6,8 @@
 //! travel through a bounded channel and come back empty for reuse, so memory is a few
 //! batches per thread whatever the file's size.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::io::Write;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
@@ -76,8 +77,9 @@ enum Special {
     },
     /// A decoding error, printed to stderr after the output before it.
     Error(String),
-    /// Text rendered by the producer (perf.data's non-tracepoint records), printed as is.
-    Text(String),
+    /// Text rendered by the producer (perf.data's non-tracepoint records), printed as is;
+    /// with its record's time.
+    Text(u64, String),
 }
 
 struct Batch {
@@ -177,10 +179,11 @@ impl Feed<'_> {
         self.send_if_full()
     }
 
-    /// Lines already rendered (newline included), printed in their place.
-    pub fn text(&mut self, text: String) -> Result<(), Closed> {
+    /// Lines already rendered (newline included) of a record at `ts`, printed in their
+    /// place.
+    pub fn text(&mut self, ts: u64, text: String) -> Result<(), Closed> {
         let at = self.cur.entries.len();
-        self.cur.specials.push((at, Special::Text(text)));
+        self.cur.specials.push((at, Special::Text(ts, text)));
         self.send_if_full()
     }
 
@@ -212,8 +215,18 @@ impl Feed<'_> {
     }
 }
 
+/// Where rendered batches go.
+#[derive(Clone, Default)]
+pub enum Sink {
+    /// Written to stdout.
+    #[default]
+    Stdout,
+    /// Sent to [`merge`], each record's time and end marked.
+    Merge(SyncSender<Rendered>),
+}
+
 /// Run `produce` on this thread, feeding workers that render in `mode` and write to
-/// stdout in batch order (stdout is theirs until this returns). `input` names the file in
+/// `sink` in batch order (stdout is theirs until this returns). `input` names the file in
 /// error messages. Returns what `produce` returned, or a write error.
 ///
 /// `buffers` names the buffers of merged records: a record fed at [`Place`] `{ buffer: k,
@@ -225,6 +238,7 @@ pub fn run<T>(
     mode: Mode,
     input: &str,
     buffers: &[String],
+    sink: &Sink,
     produce: impl FnOnce(&mut Feed<'_>) -> Result<T, Closed>,
 ) -> anyhow::Result<Option<T>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -233,7 +247,7 @@ pub fn run<T>(
     // Shared by the workers only: when they have all stopped, sending fails.
     let jobs = Arc::new(Mutex::new(rx));
     let (back_tx, free) = mpsc::channel::<Batch>();
-    let shared = Shared { renderer, mode, input, buffers, order: Order::default() };
+    let shared = Shared { renderer, mode, input, buffers, sink, order: Order::default() };
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -315,7 +329,7 @@ impl Order {
 
     /// Hand over batch `seq`, and write what is in order if no one else is writing.
     /// `Err(())` once a write has failed.
-    fn finish(&self, seq: u64, rendered: Rendered, input: &str) -> Result<(), ()> {
+    fn finish(&self, seq: u64, rendered: Rendered, input: &str, sink: &Sink) -> Result<(), ()> {
         let mut st = self.lock();
         if st.error.is_some() {
             return Err(());
@@ -327,9 +341,14 @@ impl Order {
         st.writing = true;
         loop {
             let next = st.next;
-            let Some(r) = st.ready.remove(&next) else { break };
+            let Some(mut r) = st.ready.remove(&next) else { break };
             drop(st);
-            let written = write_batch(&r.out, &r.errors, input);
+            let written = match sink {
+                Sink::Stdout => write_batch(&r.out, &r.errors, input),
+                Sink::Merge(tx) => tx.send(std::mem::take(&mut r)).map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the merge stopped")
+                }),
+            };
             st = self.lock();
             st.spare.push(r);
             self.written.notify_all();
@@ -356,15 +375,18 @@ struct Shared<'a> {
     mode: Mode,
     input: &'a str,
     buffers: &'a [String],
+    sink: &'a Sink,
     order: Order,
 }
 
 /// One batch's text.
 #[derive(Default)]
-struct Rendered {
+pub struct Rendered {
     out: String,
     /// Decoding errors: (bytes of `out` written before it, message).
     errors: Vec<(usize, String)>,
+    /// For [`merge`]: each record's time and where its text ends in `out`.
+    marks: Vec<(u64, usize)>,
 }
 
 impl Shared<'_> {
@@ -389,8 +411,18 @@ impl Shared<'_> {
         let mut r = self.order.spare();
         r.out.clear();
         r.errors.clear();
-        render_batch(self.renderer, self.mode, self.buffers, &job.batch, &mut r.out, &mut r.errors);
-        self.order.finish(job.seq, r, self.input)
+        r.marks.clear();
+        let marks = matches!(self.sink, Sink::Merge(_)).then_some(&mut r.marks);
+        render_batch(
+            self.renderer,
+            self.mode,
+            self.buffers,
+            &job.batch,
+            &mut r.out,
+            &mut r.errors,
+            marks,
+        );
+        self.order.finish(job.seq, r, self.input, self.sink)
     }
 }
 
@@ -435,8 +467,17 @@ fn render_batch(
     batch: &Batch,
     out: &mut String,
     errors: &mut Vec<(usize, String)>,
+    mut marks: Option<&mut Vec<(u64, usize)>>,
 ) {
-    let special = |s: &Special, out: &mut String, errors: &mut Vec<(usize, String)>| match *s {
+    let mark = |marks: &mut Option<&mut Vec<(u64, usize)>>, ts: u64, out: &String| {
+        if let Some(m) = marks.as_mut() {
+            m.push((ts, out.len()));
+        }
+    };
+    let special = |s: &Special,
+                   out: &mut String,
+                   errors: &mut Vec<(usize, String)>,
+                   marks: &mut Option<&mut Vec<(u64, usize)>>| match *s {
         Special::Lost { at, ts, count } => {
             let cpu = at.cpu;
             let buffer = buffer_of(buffers, at.buffer);
@@ -454,15 +495,19 @@ fn render_batch(
                     text::write_lost(out, cpu, count)
                 }
             }
+            mark(marks, ts, out);
         }
         Special::Error(ref m) => errors.push((out.len(), m.clone())),
-        Special::Text(ref t) => out.push_str(t),
+        Special::Text(ts, ref t) => {
+            out.push_str(t);
+            mark(marks, ts, out);
+        }
     };
     let mut specials = batch.specials.iter().peekable();
     let mut start = 0;
     for (i, e) in batch.entries.iter().enumerate() {
         while let Some((_, s)) = specials.next_if(|(at, _)| *at == i) {
-            special(s, out, errors);
+            special(s, out, errors, &mut marks);
         }
         let end = e.end as usize;
         let data = &batch.data[start..end];
@@ -500,8 +545,76 @@ fn render_batch(
                 out.push('\n');
             }
         }
+        mark(&mut marks, ts, out);
     }
     for (_, s) in specials {
-        special(s, out, errors);
+        special(s, out, errors, &mut marks);
+    }
+}
+
+/// Print the batches of several inputs (each sent by its own [`run`] to a
+/// [`Sink::Merge`]) as one timeline, record by record: the earliest first, at equal times
+/// the input given first; each input's records keep their order. Its decoding errors go
+/// to stderr where they occurred. `inputs` names them in messages.
+pub fn merge(inputs: &[String], batches: Vec<Receiver<Rendered>>) -> std::io::Result<()> {
+    // Not stdout's lock: the inputs' threads take it too (briefly).
+    let mut out = std::io::BufWriter::with_capacity(BATCH_BYTES, std::io::stdout());
+    let mut cursors: Vec<Cursor> = batches.iter().map(|_| Cursor::default()).collect();
+    let mut heads = BinaryHeap::new();
+    for (i, c) in cursors.iter_mut().enumerate() {
+        if let Some(ts) = c.advance(&mut out, &batches[i], &inputs[i])? {
+            heads.push(Reverse((ts, i)));
+        }
+    }
+    while let Some(Reverse((_, i))) = heads.pop() {
+        let c = &mut cursors[i];
+        let end = c.batch.marks[c.mark].1;
+        out.write_all(&c.batch.out.as_bytes()[c.at..end])?;
+        (c.at, c.mark) = (end, c.mark + 1);
+        if let Some(ts) = c.advance(&mut out, &batches[i], &inputs[i])? {
+            heads.push(Reverse((ts, i)));
+        }
+    }
+    out.flush()
+}
+
+/// Where [`merge`] is in one input: its current batch, next record and next error.
+#[derive(Default)]
+struct Cursor {
+    batch: Rendered,
+    mark: usize,
+    /// Bytes of `batch.out` written.
+    at: usize,
+    error: usize,
+}
+
+impl Cursor {
+    /// The time of the input's next record, taking its next batches as needed (`None`
+    /// once it has ended); errors before that record are printed.
+    fn advance(
+        &mut self,
+        out: &mut std::io::BufWriter<std::io::Stdout>,
+        batches: &Receiver<Rendered>,
+        input: &str,
+    ) -> std::io::Result<Option<u64>> {
+        loop {
+            let next = self.batch.marks.get(self.mark);
+            let upto = next.map_or(usize::MAX, |m| m.1);
+            while let Some((at, message)) = self.batch.errors.get(self.error) {
+                if *at >= upto {
+                    break;
+                }
+                out.flush()?;
+                eprintln!("tp: {input}: {message}");
+                self.error += 1;
+            }
+            if let Some(&(ts, _)) = next {
+                return Ok(Some(ts));
+            }
+            match batches.recv() {
+                Ok(batch) => *self = Cursor { batch, ..Cursor::default() },
+                Err(_) => return Ok(None),
+            }
+        }
     }
 }
