@@ -966,3 +966,36 @@ fn faults_call_paths_of_dwarf_stacks_reach_the_caller_of_main() {
     assert!(frames[0].starts_with("f+"), "{names}");
     assert!(frames.iter().skip(1).any(|f| f.starts_with("libc.so")), "{names}");
 }
+
+/// `tp convert --to perfetto` of a perf.data (tracepoints sampled through perf_event_open):
+/// the same events per CPU and name as `tp report --json` of the file, with their times.
+#[test]
+fn perfetto_of_perf_data_has_its_tracepoint_samples() {
+    require_tracefs();
+    let tmp = Tmp::new("perfetto-perf");
+    let file = tmp.path("s.data");
+    run(Command::new(TP)
+        .args(["record", "-q", "--perf", "-e", "raw_syscalls", "-e", "sched:sched_switch", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(prog())
+        .env_remove("LD_LIBRARY_PATH"));
+    let out = tmp.path("out.perfetto-trace");
+    run(Command::new(TP)
+        .args(["convert", "--to", "perfetto", "-i"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&out));
+    let decoded = decode_perfetto(&tmp, &out);
+    let report = run(Command::new(TP).args(["report", "--json", "-i"]).arg(&file));
+    let key = |e: &Value| format!("{} {} {}", e["cpu"], e["event"].as_str().unwrap(), e["ts"]);
+    let mut want: Vec<String> = String::from_utf8_lossy(&report.stdout)
+        .lines()
+        .map(|l| key(&serde_json::from_str(l).unwrap()))
+        .collect();
+    let mut got: Vec<String> = decoded.iter().filter(|e| e["kind"] == "ftrace").map(key).collect();
+    want.sort();
+    got.sort();
+    assert!(want.len() >= 2000, "{} events", want.len());
+    assert_eq!(got, want);
+}
