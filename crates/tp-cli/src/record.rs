@@ -435,6 +435,19 @@ fn record(
         Some(_) => unmatched_user_globs(args, &tfs, user_globs, &users),
         None => 0,
     };
+    // Never silent: events a program's recorder dropped (a thread's buffer was full).
+    for u in &users {
+        let d = user::dropped(u);
+        if !d.is_empty() {
+            let total: u64 = d.iter().map(|&(_, n)| n).sum();
+            let per: Vec<String> = d.iter().map(|(s, n)| format!("{s}: {n}")).collect();
+            eprintln!(
+                "tp: {}: {total} events dropped by the program's recorder, its thread buffers full (per stream, the CPU column: {})",
+                u.name,
+                per.join(", ")
+            );
+        }
+    }
     drop(tmp);
     guard.disarm();
     if (unmatched > 0 || cut_short) && exit == 0 {

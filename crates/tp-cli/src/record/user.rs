@@ -121,6 +121,23 @@ pub fn unmatched(globs: &[String], traces: &[UserTrace]) -> Vec<(String, Vec<Str
         .collect()
 }
 
+/// Events a program's recorder dropped because a thread's buffer was full: per stream (the
+/// CPU column of its events), from the `dropped events:` lines of its file's stats, which
+/// come in stream order. Streams that dropped none are left out.
+pub fn dropped(trace: &UserTrace) -> Vec<(usize, u64)> {
+    dropped_in_stats(trace.dat.cpustats())
+}
+
+fn dropped_in_stats(stats: &str) -> Vec<(usize, u64)> {
+    stats
+        .lines()
+        .filter_map(|l| l.strip_prefix("dropped events:"))
+        .map(|v| v.trim().parse::<u64>().unwrap_or(0))
+        .enumerate()
+        .filter(|&(_, n)| n > 0)
+        .collect()
+}
+
 /// The `ID: N` of a format text.
 fn format_id(text: &str) -> Option<u32> {
     text.lines().rev().find_map(|l| l.strip_prefix("ID: ")).and_then(|v| v.trim().parse().ok())
@@ -279,6 +296,15 @@ impl Read for PagesReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dropped_events_per_stream() {
+        let stats = "entries: 5\ndropped events: 0\nread events: 5\n\
+                     entries: 7\ndropped events: 12\nread events: 7\n\
+                     entries: 1\ndropped events: 3\n";
+        assert_eq!(dropped_in_stats(stats), [(1, 12), (2, 3)]);
+        assert!(dropped_in_stats("entries: 1\ndropped events: 0\n").is_empty());
+    }
 
     #[test]
     fn format_id_and_name() {
