@@ -48,8 +48,9 @@ pub struct PerfOpts {
     #[arg(short = 'g')]
     pub g: bool,
     /// Call stacks: `fp` (the kernel walks frame pointers) or `dwarf[,SIZE]` (the user
-    /// registers and SIZE bytes of the user stack, default 8192, unwound by `tp report` and
-    /// `perf script` from the binaries' .eh_frame/.debug_frame; kernel frames by the kernel).
+    /// registers and SIZE bytes of the user stack, default 8192, unwound offline by tp (crate
+    /// tp-stack) and by `perf script` from the binaries' .eh_frame/.debug_frame; kernel
+    /// frames by the kernel).
     #[arg(long = "call-graph", value_name = "fp|dwarf[,SIZE]", value_parser = parse_call_graph)]
     pub call_graph: Option<CallGraph>,
     /// At most N frames per callchain (default and limit: kernel.perf_event_max_stack).
