@@ -314,7 +314,8 @@ fn zstd_and_uncompressed_files_hold_every_event() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// `TP_COMPRESS` picks the compression; a value it can't take is an error that says so.
+/// `TP_COMPRESS` picks the compression, `TP_RESERVE_MB` the memory kept for bursts; a value
+/// either can't take is an error that says so.
 #[test]
 fn tp_compress_setting() {
     if crate::is_child("recording::tp_compress_setting") {
@@ -324,6 +325,10 @@ fn tp_compress_setting() {
                 let e = g.unwrap_err().to_string();
                 assert_eq!(e, "TP_COMPRESS=\"lz5\": expected none, zstd or zlib");
             }
+            _ if std::env::var("TP_RESERVE_MB").is_ok_and(|v| v == "lots") => {
+                let e = g.unwrap_err().to_string();
+                assert_eq!(e, "TP_RESERVE_MB=\"lots\": expected a number of MiB");
+            }
             _ => {
                 trace_ev3(1, 2, 3);
                 drop(g.unwrap());
@@ -332,12 +337,15 @@ fn tp_compress_setting() {
         return;
     }
     let dir = crate::temp_dir("tp-compress");
-    for (value, want) in [("none", "none"), ("zlib", "zlib"), ("zstd", "zstd"), ("lz5", "")] {
-        let path = dir.join(format!("{value}.dat"));
+    let cases = [("none", "none", "0"), ("zlib", "zlib", "0"), ("zstd", "zstd", "8")];
+    for (value, want, reserve) in cases.into_iter().chain([("lz5", "", "0"), ("zstd", "", "lots")])
+    {
+        let path = dir.join(format!("{value}-{reserve}.dat"));
         let out = crate::run_child(
             "recording::tp_compress_setting",
             &[
                 ("TP_COMPRESS", value),
+                ("TP_RESERVE_MB", reserve),
                 ("TP_RECORD", path.to_str().unwrap()),
                 ("TP_EVENTS", "*:ev3"),
             ],
