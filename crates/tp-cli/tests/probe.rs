@@ -761,6 +761,26 @@ fn a_running_rust_program_is_recorded_from_outside_through_its_sdt_probes() {
     }
     let idles = text.lines().filter(|l| l.contains(" idle: (")).count();
     assert!(idles.abs_diff(ticks.len()) <= 1, "{idles} idle, {} tick", ticks.len());
+
+    // Started by tp record: the kernel sets the semaphores as the program maps itself, so
+    // every one of its 20 ticks is recorded.
+    let exe = std::env::current_exe().unwrap();
+    let out = std::env::temp_dir().join(format!("tp-rsdt-cmd-{}.dat", std::process::id()));
+    let rec = Command::new(TP)
+        .args(["record", "-q", "-o", out.to_str().unwrap(), "-e", "sdt_rsdt:tick", "--"])
+        .arg(&exe)
+        .args(["--exact", "rust_sdt_program", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("TP_RSDT", "20,0")
+        .output()
+        .unwrap();
+    let said = ok(&rec);
+    assert!(said.contains("sdt attached seen 20"), "{said}");
+    let hex = said.split_once("name at 0x").unwrap().1.split_whitespace().next().unwrap();
+    let name_at = i64::from_str_radix(hex, 16).unwrap();
+    let text = ok(&tp(&["report", "-i", out.to_str().unwrap()]));
+    let _ = std::fs::remove_file(&out);
+    let want: Vec<Vec<i64>> = (0..20).map(|i| vec![i, -1000 * i - 7, -i, i % 2, name_at]).collect();
+    assert_eq!(crate::ticks(&text), want, "{text}");
 }
 
 #[test]
