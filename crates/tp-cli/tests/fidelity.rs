@@ -236,6 +236,12 @@ fn every_event_renders_as_the_kernel_does() {
 fn kernel_and_user_stacks_render_as_the_kernel_does() {
     let tfs = Tracefs::discover().expect("tracefs must be available (run as root)");
     let inst = oracle_instance(&tfs, "stacks");
+    // This thread and what it starts (threads, the shell): with every event followed by
+    // two stacks, the other processes of a busy machine would fill the buffer.
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    inst.set_event_pids(&[me]).unwrap();
+    inst.set_event_fork(true).unwrap();
     for sys in ["sched", "raw_syscalls", "signal", "timer", "irq", "block", "net"] {
         inst.write(&format!("events/{sys}/enable"), "1").unwrap();
     }
@@ -243,8 +249,6 @@ fn kernel_and_user_stacks_render_as_the_kernel_does() {
     inst.set_option("userstacktrace", true).unwrap();
     let getppid = tp_tracefs::EventId::parse("syscalls:sys_enter_getppid").unwrap();
     inst.enable(&getppid).unwrap();
-    // SAFETY: gettid has no preconditions. (common_pid is the thread's id.)
-    let me = unsafe { libc::gettid() };
     inst.add_trigger(&getppid, &format!("stacktrace if common_pid == {me}")).unwrap();
     inst.set_tracing_on(true).unwrap();
     workload(&inst);
