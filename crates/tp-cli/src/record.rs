@@ -18,6 +18,7 @@ use tp_tracefs::guard::{Action, Guard};
 use tp_tracefs::process::{self, ExitStatus, Signals};
 use tp_tracefs::{CaptureConfig, CpuStats};
 
+mod buildid;
 mod maps;
 pub mod output;
 pub mod perf;

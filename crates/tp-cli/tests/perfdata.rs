@@ -624,3 +624,45 @@ fn several_inputs_merge_into_one_timeline() {
     let n = a.len() + b.len();
     assert!(from_b[0] > 0 && *from_b.last().unwrap() < n - 1, "not interleaved: {from_b:?}");
 }
+
+/// BUILD_ID: `perf buildid-list -i` on tp's perf.data lists the kernel's build id as perf
+/// reads the running kernel's (`perf buildid-list -k`) and, for each file the recording
+/// mapped (the command, its loader, libc...), the id perf reads from that file itself
+/// (`perf buildid-list -i FILE`).
+#[test]
+fn build_ids_of_the_kernel_and_every_mapped_file() {
+    let tmp = Tmp::new("buildid");
+    let data = tmp.path("p.data");
+    let out = Command::new(TP)
+        .args(["record", "-q", "-e", "page-faults", "-o"])
+        .arg(&data)
+        .args(["--", "ls", "/"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let perf = |args: &[&str], file: &Path| {
+        let out = Command::new("perf").arg("buildid-list").args(args).arg(file).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = perf(&["-i"], &data);
+    let ids: Vec<(&str, &str)> = listed.lines().filter_map(|l| l.split_once(' ')).collect();
+    let kernel = Command::new("perf").args(["buildid-list", "-k"]).output().unwrap();
+    let kernel = String::from_utf8(kernel.stdout).unwrap();
+    assert!(kernel.trim().len() == 40, "perf buildid-list -k: {kernel:?}");
+    assert!(ids.contains(&(kernel.trim(), "[kernel.kallsyms]")), "{listed}");
+    let ls = std::fs::canonicalize(
+        String::from_utf8(
+            Command::new("sh").args(["-c", "command -v ls"]).output().unwrap().stdout,
+        )
+        .unwrap()
+        .trim(),
+    )
+    .unwrap();
+    let files: Vec<&str> = ids.iter().map(|i| i.1).collect();
+    assert!(files.contains(&ls.to_str().unwrap()), "{ls:?} not in {listed}");
+    assert!(files.iter().any(|f| f.contains("/libc.so")), "no libc in {listed}");
+    for (id, file) in ids.iter().filter(|i| i.1.starts_with('/')) {
+        assert_eq!(perf(&["-i"], Path::new(file)).trim(), *id, "{file}");
+    }
+}

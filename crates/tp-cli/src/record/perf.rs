@@ -338,12 +338,13 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut w = Writer::new(std::io::BufWriter::with_capacity(1 << 20, file), attrs)
         .with_context(|| format!("writing {}", out_path.display()))?;
     kernel_map(&mut w).with_context(|| format!("writing {}", out_path.display()))?;
+    let mut dsos = super::buildid::Dsos::default();
     // Tasks that exist already: their names and executable maps, as perf synthesizes them
     // (a command's come from the kernel at its exec).
     if child.is_none() {
         let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
         for pid in pids {
-            synthesize_task(&mut w, pid, data_maps)
+            synthesize_task(&mut w, pid, data_maps, &mut dsos)
                 .with_context(|| format!("writing {}", out_path.display()))?;
         }
     }
@@ -372,6 +373,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut drain = |rings: &mut Vec<(u32, Ring)>, w: &mut Writer<_>| -> Result<()> {
         for (_, r) in rings.iter_mut() {
             r.read(|rec| {
+                dsos.note_record(rec);
                 if write_err.is_none() {
                     if let Err(e) = w.write_raw(rec) {
                         write_err = Some(e);
@@ -412,7 +414,8 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     drain(&mut rings, &mut w)?;
     drop(counters);
 
-    let features = features(tfs.as_ref());
+    let mut features = features(tfs.as_ref());
+    features.build_ids = dsos.build_ids();
     let tracing = match &tfs {
         Some(t) => Some(tracing_data(t, &evs)?),
         None => None,
@@ -477,6 +480,7 @@ fn synthesize_task<W: std::io::Write + std::io::Seek>(
     w: &mut Writer<W>,
     pid: i32,
     data: bool,
+    dsos: &mut super::buildid::Dsos,
 ) -> Result<(), pd::Error> {
     let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { return Ok(()) };
     let comm = comm.trim_end();
@@ -527,6 +531,7 @@ fn synthesize_task<W: std::io::Write + std::io::Seek>(
             filename: path,
         };
         w.write(0, &pd::Record::Mmap2(map, no_id))?;
+        dsos.note(path);
     }
     Ok(())
 }
