@@ -272,7 +272,7 @@ fn record(
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let tmp = TempPages::new(out)?;
     guard.register(&Action::Pages { dir: tmp.dir.clone(), output: out.clone() })?;
-    let user_dir = user_dir(&tmp, user_globs)?;
+    let user_dir = user_dir(&tmp, user_globs, args.trace.stacks.user)?;
     let ncpus = tp_tracefs::process::cpu_count();
     let buffer_kb = args.trace.buffer_kb.or(if args.instance.is_none() {
         Some(default_buffer_kb(ncpus))
@@ -459,7 +459,9 @@ fn record(
 
 /// The directory the program's own recordings go to (with `-e` globs for user-space
 /// events), announced to the command through the environment.
-fn user_dir(tmp: &TempPages, user_globs: &[String]) -> Result<Option<PathBuf>> {
+/// With `user_stacks` (`-U`), the program's events carry their user stacks too
+/// (`TP_STACKS`, unless the environment already says which).
+fn user_dir(tmp: &TempPages, user_globs: &[String], user_stacks: bool) -> Result<Option<PathBuf>> {
     if user_globs.is_empty() {
         return Ok(None);
     }
@@ -468,6 +470,9 @@ fn user_dir(tmp: &TempPages, user_globs: &[String]) -> Result<Option<PathBuf>> {
     let d = std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?;
     // Before any thread or the child exists: the command inherits the environment.
     user::set_env(user_globs, &d);
+    if user_stacks && std::env::var_os("TP_STACKS").is_none() {
+        std::env::set_var("TP_STACKS", user_globs.join(","));
+    }
     Ok(Some(d))
 }
 

@@ -354,4 +354,24 @@ fn rust_events_carry_user_stacks_through_tp_record() {
     assert!(named >= 4 * 20, "{named} frames named {in_exe}...] in\n{sym}");
     let frames = |t: &str| t.lines().filter(|l| l.starts_with(" => ")).count();
     assert_eq!(frames(&sym), frames(&report));
+
+    // -U: the program's events (all of them: TP_STACKS is the -e globs) carry their stacks
+    // too, as the kernel's events do.
+    let file = tmp.path("u.dat");
+    run(Command::new(TP)
+        .args(["record", "-U", "-e", "stacks:*", "-o"])
+        .arg(&file)
+        .arg("--")
+        .arg(&exe)
+        .arg("20")
+        .env_remove("TP_STACKS"));
+    let report = text(&run(Command::new(TP).arg("report").arg("-i").arg(&file)).stdout);
+    let lines: Vec<&str> = report.lines().collect();
+    let events: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains(": leaf: i=") || lines[i].contains(": plain: i="))
+        .collect();
+    assert_eq!(events.len(), 40, "{report}");
+    for &i in &events {
+        assert!(lines[i + 1].ends_with(": <user stack trace>"), "{}\n{}", lines[i], lines[i + 1]);
+    }
 }

@@ -17,7 +17,7 @@ pub struct StackOpts {
     pub kernel: bool,
     /// Follow every recorded event with the user-space stack of its task, as the kernel walks
     /// it by frame pointers (the `userstacktrace` option; `ftrace:user_stack` records, up to
-    /// 8 return addresses).
+    /// 8 return addresses); a traced Rust program's own events too (`TP_STACKS`, unless set).
     #[arg(short = 'U', long = "user-stack")]
     pub user: bool,
     /// The kernel stack only for events matching GLOB, and with `if FILTER` only for the
