@@ -13,6 +13,7 @@ mod record;
 mod report;
 mod stat;
 mod stream;
+mod symbols;
 
 #[derive(Parser)]
 #[command(name = "tp", version)]

@@ -185,8 +185,12 @@ pub fn run(args: Args) -> Result<i32> {
             bail!("-T, -U and --stack-trigger ask tracefs for stacks; this recording goes through perf_event_open (perf.data), which does not take them");
         }
         let default_out = args.file.output == Path::new("trace.dat");
+        // A profile of a command in one line (`tp record -F 999 -g -- CMD`): without -e,
+        // perf record samples cycles (cpu-clock where there is no PMU); tp cpu-clock.
+        let cpu_clock = ["cpu-clock".to_string()];
+        let events = if events.is_empty() { &cpu_clock[..] } else { &events[..] };
         return perf::run(perf::Request {
-            events: &events,
+            events,
             opts: &args.perf,
             output: (!default_out).then_some(args.file.output.as_path()),
             command: &args.command,

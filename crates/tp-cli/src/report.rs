@@ -17,6 +17,7 @@ use std::fs::File;
 mod count;
 mod perf;
 mod pipeline;
+mod profile;
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
@@ -81,6 +82,25 @@ pub struct Args {
     /// perf.data: also print MMAP and MMAP2 records (as perf script does).
     #[arg(long)]
     show_mmap_events: bool,
+    /// perf.data: each frame's source `file:line` (from DWARF), under it as perf script
+    /// -F +srcline prints it.
+    #[arg(long)]
+    srcline: bool,
+    /// perf.data: stacks without the functions DWARF places at each frame (inlined calls,
+    /// printed `name+off (inlined)` by default, as perf script does): no DWARF is read.
+    #[arg(long)]
+    no_inline: bool,
+    /// perf.data: collapsed stacks, one line per distinct stack: `comm;outer;...;inner
+    /// count` (as stackcollapse-perf makes from perf script's output).
+    #[arg(long, conflicts_with_all = ["json", "raw", "stat", "top"])]
+    folded: bool,
+    /// perf.data: write a flame graph of the samples' stacks to this SVG file.
+    #[arg(long, value_name = "SVG", conflicts_with_all = ["json", "raw", "stat", "top"])]
+    flamegraph: Option<String>,
+    /// perf.data: the hottest functions, with the share of samples in each function itself
+    /// (self) and in it or what it called (children), as perf report --stdio.
+    #[arg(long, conflicts_with_all = ["json", "raw", "stat"])]
+    top: bool,
 }
 
 /// Both readers seek (trace.dat's sections, perf.data's header and features): a pipe, a
@@ -189,6 +209,13 @@ fn run_one(args: Args) -> anyhow::Result<i32> {
     let n = std::io::Read::read(&mut file, &mut magic).unwrap_or(0);
     if tp_format::perfdata::read::is_perf_data(&magic[..n]) {
         return perf::run(&args);
+    }
+    if args.folded || args.flamegraph.is_some() || args.top || args.srcline || args.no_inline {
+        anyhow::bail!(
+            "{}: --folded, --flamegraph, --top, --srcline and --no-inline need a perf.data file \
+             with stacks (tp record -g or perf record -g)",
+            args.input
+        );
     }
     // Formats are parsed below: only the events the trace has when it is counted first.
     let mut dat =

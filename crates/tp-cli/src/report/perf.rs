@@ -5,7 +5,10 @@
 //!   TRACING_DATA), with the sample's CPU and time, and the task's name at that time (from
 //!   the file's COMM and FORK records, as perf script names it).
 //! - Other samples: `perf script`'s default layout (`comm tid [cpu] time: period event:
-//!   ip`); addresses are not symbolized yet.
+//!   ip sym+off (dso)`).
+//! - Callchains (`-g`): under the sample's line, one `\t    addr sym+off (dso)` line per
+//!   frame and a blank line, as perf script prints them; symbols resolved now
+//!   ([`crate::symbols`]), only for files whose samples have addresses.
 //! - Lost records: `CPU:N [LOST M EVENTS]`, as trace.dat's lost pages; side records with
 //!   `--show-task-events` / `--show-mmap-events`, in perf script's words.
 
@@ -14,19 +17,20 @@ use std::fmt::Write as _;
 
 use anyhow::Context as _;
 use tp_format::perfdata::attr::event_type;
-use tp_format::perfdata::{PerfData, Record, Sample};
+use tp_format::perfdata::{sample, PerfData, Record, Sample};
 use tp_format::render::{Options, Renderer, Tables};
 use tp_format::text::{self, Columns, Layout};
 use tp_tracefs::events::glob_match;
 
 use super::pipeline::{self, Feed, Mode, Place};
 use super::{Args, Output};
+use crate::symbols::{self, Frame, Symbols};
 
 /// Per event (attr) of the file: what `-e` selected and how it prints.
-struct Event {
-    name: String,
-    tracepoint: bool,
-    wanted: bool,
+pub struct Event {
+    pub name: String,
+    pub tracepoint: bool,
+    pub wanted: bool,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<i32> {
@@ -71,9 +75,16 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     if args.stat {
         return stat(args, &data, &events);
     }
+    if args.folded || args.flamegraph.is_some() || args.top {
+        return super::profile::run(args, &data, &events);
+    }
     let width = events.iter().map(|e| e.name.len()).max().unwrap_or(0);
+    let syms = symbolizer(args, &data);
     let mut records = data.records(true)?;
     let mut p = Producer {
+        syms,
+        attrs: &data.attrs,
+        frames: Vec::new(),
         args,
         events: &events,
         renderer: &renderer,
@@ -103,8 +114,86 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         }
         Ok(errors)
     })?;
+    if let Some(s) = &p.syms {
+        for n in &s.notes {
+            eprintln!("tp: {n}");
+        }
+    }
+    // The process ends now: freeing the symbol tables would only cost time.
+    std::mem::forget(p.syms.take());
     std::mem::forget(renderer);
     Ok(if errors.unwrap_or(0) > 0 { 1 } else { 0 })
+}
+
+/// A symbolizer when some wanted event's samples carry addresses to name: a callchain, or
+/// the IP of a non-tracepoint event (tracepoint lines print no IP).
+pub fn symbolizer<R>(args: &Args, data: &PerfData<R>) -> Option<Symbols> {
+    let needs = data.attrs.iter().any(|a| {
+        let t = a.attr.sample_type;
+        t & (sample::CALLCHAIN | sample::STACK_USER) != 0
+            || (a.attr.type_ != event_type::TRACEPOINT && t & sample::IP != 0)
+    });
+    needs.then(|| {
+        Symbols::new(
+            &data.attrs,
+            &data.features,
+            symbols::Options { srcline: args.srcline, inline: !args.no_inline },
+        )
+    })
+}
+
+/// A stack's frames as perf script prints them under a sample: `\t%16x sym+off (dso)`,
+/// `\t%16x name+off (inlined)` lines for the functions DWARF places there (innermost
+/// first), `  file:line` after a frame with `--srcline`.
+pub fn write_frames(out: &mut String, frames: &[Frame]) {
+    for f in frames {
+        for name in &f.sym.inlined {
+            let _ = writeln!(out, "\t{:16x} {name}+{:#x} (inlined)", f.addr, f.sym.offset);
+        }
+        if f.sym.shown {
+            let _ = write!(out, "\t{:16x} ", f.addr);
+            f.sym.symbol(out);
+            let _ = writeln!(out, " ({})", f.sym.dso);
+        }
+        if let Some(l) = &f.sym.srcline {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+}
+
+/// The stack as a JSON array: the address (`ip`) and as perf prints it (`addr`: in the
+/// file for user code), symbol (null when unknown), offset, dso; `srcline` and `inlined`
+/// when asked for.
+pub fn json_frames(out: &mut String, frames: &[Frame]) {
+    out.push('[');
+    for (i, f) in frames.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{{\"ip\":{},\"addr\":{},\"symbol\":", f.ip, f.addr);
+        match &f.sym.name {
+            Some(n) => tp_format::render::push_json_str(out, n),
+            None => out.push_str("null"),
+        }
+        let _ = write!(out, ",\"offset\":{},\"dso\":", f.sym.offset);
+        tp_format::render::push_json_str(out, &f.sym.dso);
+        if let Some(l) = &f.sym.srcline {
+            out.push_str(",\"srcline\":");
+            tp_format::render::push_json_str(out, l);
+        }
+        if !f.sym.inlined.is_empty() {
+            out.push_str(",\"inlined\":[");
+            for (j, n) in f.sym.inlined.iter().enumerate() {
+                if j > 0 {
+                    out.push(',');
+                }
+                tp_format::render::push_json_str(out, n);
+            }
+            out.push(']');
+        }
+        out.push('}');
+    }
+    out.push(']');
 }
 
 /// Each event's name and whether `-e` wants it.
@@ -159,6 +248,12 @@ fn last_comms<R: std::io::Read + std::io::Seek>(
 }
 
 struct Producer<'a> {
+    /// Symbols, when samples carry addresses ([`symbolizer`]).
+    syms: Option<Symbols>,
+    /// The file's events (a stack copy is unwound with its attr's registers).
+    attrs: &'a [tp_format::perfdata::Attr],
+    /// The current sample's stack (reused).
+    frames: Vec<Frame>,
     args: &'a Args,
     events: &'a [Event],
     renderer: &'a Renderer,
@@ -196,19 +291,35 @@ impl Producer<'_> {
         r: &Record<'_>,
     ) -> Result<(), pipeline::Closed> {
         let args = self.args;
+        if !matches!(r, Record::Sample(_)) {
+            if let Some(syms) = &mut self.syms {
+                syms.note(r);
+            }
+        }
         match *r {
             Record::Sample(ref s) => {
                 let Some(ev) = attr.and_then(|i| self.events.get(i)) else { return Ok(()) };
+                let attr = attr.and_then(|i| self.attrs.get(i));
                 if !ev.wanted || !self.cpu_ok(s.cpu) || !self.pid_ok(s.pid, s.tid) {
                     return Ok(());
                 }
-                match (ev.tracepoint, s.raw) {
-                    (true, Some(raw)) => self.tracepoint(feed, s, raw),
-                    _ => {
-                        let line = self.sample_line(s, &ev.name);
-                        feed.text(s.time.unwrap_or(0), line)
+                let mut frames = std::mem::take(&mut self.frames);
+                frames.clear();
+                if let Some(syms) = &mut self.syms {
+                    // A tracepoint's line has no IP: only a stack is printed.
+                    if !ev.tracepoint || s.callchain.is_some() || s.stack_user.is_some() {
+                        syms.stack(attr, s, &mut frames);
                     }
                 }
+                let done = match (ev.tracepoint, s.raw) {
+                    (true, Some(raw)) => self.tracepoint(feed, s, raw, &frames),
+                    _ => {
+                        let line = self.sample_line(s, &ev.name, &frames);
+                        feed.text(s.time.unwrap_or(0), line)
+                    }
+                };
+                self.frames = frames;
+                done
             }
             Record::Comm { pid, tid, comm, exec, id } => {
                 self.comms.insert(tid, comm.to_string());
@@ -317,7 +428,11 @@ impl Producer<'_> {
         feed: &mut Feed<'_>,
         s: &Sample<'_>,
         raw: &[u8],
+        frames: &[Frame],
     ) -> Result<(), pipeline::Closed> {
+        if (s.callchain.is_some() || s.stack_user.is_some()) && self.syms.is_some() {
+            return self.tracepoint_with_stack(feed, s, raw, frames);
+        }
         let cpu = s.cpu.unwrap_or(0);
         let ts = s.time.unwrap_or(0);
         let Some(c) = self.renderer.common(raw) else {
@@ -357,9 +472,68 @@ impl Producer<'_> {
         }
     }
 
-    /// `comm tid [cpu] time: ` as perf script starts its lines.
-    fn head(&self, out: &mut String, tid: u32, cpu: Option<u32>, time: Option<u64>) {
-        let _ = write!(out, "{:>16} {tid:>5} ", self.comm(tid));
+    /// A tracepoint sample with its callchain: the kernel's line (the task's name then),
+    /// the frames and a blank line, as perf script prints a sample with a stack; in JSON
+    /// the object with a `"stack"` member.
+    fn tracepoint_with_stack(
+        &self,
+        feed: &mut Feed<'_>,
+        s: &Sample<'_>,
+        raw: &[u8],
+        frames: &[Frame],
+    ) -> Result<(), pipeline::Closed> {
+        let cpu = s.cpu.unwrap_or(0);
+        let ts = s.time.unwrap_or(0);
+        let mut out = String::new();
+        if self.mode == Mode::Json {
+            self.renderer.render_json(cpu, ts, raw, &mut out);
+            out.pop();
+            out.push_str(",\"stack\":");
+            json_frames(&mut out, frames);
+            out.push_str("}\n");
+            return feed.text(ts, out);
+        }
+        match self.renderer.common(raw) {
+            Some(c) => {
+                let name = match self.comms.get(&(c.pid as u32)) {
+                    Some(n) => n.as_str(),
+                    None => self.renderer.tables.cmdlines.comm(c.pid),
+                };
+                let ctx = text::Context {
+                    comm: name,
+                    pid: c.pid,
+                    tgid: None,
+                    cpu,
+                    flags: c.flags,
+                    preempt_count: c.preempt_count,
+                    ts,
+                };
+                text::write_context(&mut out, &ctx, self.renderer.options.columns, true);
+                if self.mode == Mode::Raw {
+                    self.renderer.render_raw(raw, &mut out);
+                } else {
+                    self.renderer.render_text(raw, &mut out);
+                }
+                out.push('\n');
+            }
+            None => {
+                // Not a record the renderer knows: its line from the pipeline, then the stack.
+                feed.event(Place::cpu(cpu), ts, raw)?;
+            }
+        }
+        write_frames(&mut out, frames);
+        out.push('\n');
+        feed.text(ts, out)
+    }
+
+    /// `comm tid [cpu] time: ` as perf script starts its lines (the name unpadded before a
+    /// stack).
+    fn head(&self, out: &mut String, tid: u32, cpu: Option<u32>, time: Option<u64>, pad: bool) {
+        if pad {
+            let _ = write!(out, "{:>16} {tid:>5} ", self.comm(tid));
+        } else {
+            let _ = write!(out, "{} {tid:>5} ", self.comm(tid));
+        }
         if let Some(c) = cpu {
             let _ = write!(out, "[{c:03}] ");
         }
@@ -380,14 +554,14 @@ impl Producer<'_> {
             return out;
         }
         let mut out = String::new();
-        self.head(&mut out, tid, cpu, time);
+        self.head(&mut out, tid, cpu, time, true);
         out.push_str(what);
         out.push('\n');
         out
     }
 
     /// A sample of a non-tracepoint event, as perf script prints it.
-    fn sample_line(&self, s: &Sample<'_>, name: &str) -> String {
+    fn sample_line(&self, s: &Sample<'_>, name: &str, frames: &[Frame]) -> String {
         let tid = s.tid.or(s.pid).unwrap_or(0);
         if self.mode == Mode::Json {
             let mut out = String::new();
@@ -410,17 +584,36 @@ impl Producer<'_> {
                 let chain: Vec<String> = s.callchain().map(|a| a.to_string()).collect();
                 let _ = write!(out, ",\"callchain\":[{}]", chain.join(","));
             }
+            if self.syms.is_some() {
+                out.push_str(",\"stack\":");
+                json_frames(&mut out, frames);
+            }
             out.push_str("}\n");
             return out;
         }
         let mut out = String::new();
-        self.head(&mut out, tid, s.cpu, s.time);
+        let stack = (s.callchain.is_some() || s.stack_user.is_some()) && self.syms.is_some();
+        self.head(&mut out, tid, s.cpu, s.time, !stack);
         if let Some(p) = s.period {
             let _ = write!(out, "{p:>10} ");
         }
         let _ = write!(out, "{name:>w$}: ", w = self.width);
+        if stack {
+            if let Some(a) = s.addr {
+                let _ = write!(out, " addr {a:x}");
+            }
+            out.push('\n');
+            write_frames(&mut out, frames);
+            out.push('\n');
+            return out;
+        }
         if let Some(ip) = s.ip {
             let _ = write!(out, " {ip:>16x}");
+            if let Some(f) = frames.first() {
+                out.push(' ');
+                f.sym.symbol(&mut out);
+                let _ = write!(out, " ({})", f.sym.dso);
+            }
         }
         if let Some(a) = s.addr {
             let _ = write!(out, " addr {a:x}");

@@ -1,0 +1,369 @@
+//! Stacks and symbols of perf.data samples against perf itself: the same files (recorded
+//! here by `perf record -g` around a C program built with frame pointers and a Rust one)
+//! through `perf script` and `tp report` name the same function for the frames, kernel and
+//! user; `--folded` is what stackcollapse-perf (inferno's port) makes of perf script's
+//! output; the flame graph is an SVG holding the program's functions. Needs root, perf, gcc
+//! and rustc (CI has them; fails loudly without them).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TP: &str = env!("CARGO_BIN_EXE_tp");
+
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let p = std::env::temp_dir().join(format!("tp-stacks-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `main -> a -> b -> c`, c calling getppid and spinning: kernel and user frames.
+const C_PROGRAM: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void c(int n) {
+    for (int i = 0; i < n; i++) { sink += getppid(); for (int j = 0; j < 300; j++) sink += j; }
+}
+__attribute__((noinline)) void b(int n) { c(n); }
+__attribute__((noinline)) void a(int n) { b(n); }
+int main(int argc, char **argv) { a(argc > 1 ? atoi(argv[1]) : 1000); return 0; }
+"#;
+
+const RUST_PROGRAM: &str = r#"
+use std::hint::black_box;
+#[inline(never)]
+fn work(n: u64) -> u64 {
+    let mut s = 0u64;
+    for i in 0..n { s = s.wrapping_add(std::process::id() as u64); for j in 0..300 { s = black_box(s.wrapping_add(j)); } let _ = i; }
+    s
+}
+#[inline(never)]
+fn middle(n: u64) -> u64 { black_box(work(black_box(n))) }
+#[inline(never)]
+fn outer(n: u64) -> u64 { black_box(middle(black_box(n))) }
+fn main() {
+    let n = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    println!("{}", outer(n));
+}
+"#;
+
+/// The C program, with frame pointers or without.
+fn build_c(tmp: &Tmp, frame_pointers: bool) -> PathBuf {
+    let src = tmp.path("prog.c");
+    std::fs::write(&src, C_PROGRAM).unwrap();
+    let bin = tmp.path(if frame_pointers { "prog" } else { "prog-nofp" });
+    let fp = if frame_pointers { "-fno-omit-frame-pointer" } else { "-fomit-frame-pointer" };
+    run(Command::new("gcc").args(["-O1", "-g", fp, "-o"]).arg(&bin).arg(&src));
+    bin
+}
+
+fn build_rust(tmp: &Tmp) -> PathBuf {
+    let src = tmp.path("rprog.rs");
+    std::fs::write(&src, RUST_PROGRAM).unwrap();
+    let bin = tmp.path("rprog");
+    run(Command::new("rustc")
+        .args(["-O", "-g", "-C", "force-frame-pointers=yes", "-o"])
+        .arg(&bin)
+        .arg(&src));
+    bin
+}
+
+fn perf_record(data: &Path, event: &[&str], cmd: &[&str]) {
+    run(Command::new("perf")
+        .args(["record", "-q"])
+        .args(if event.contains(&"--call-graph") { &[][..] } else { &["-g"][..] })
+        .args(event)
+        .arg("-o")
+        .arg(data)
+        .arg("--")
+        .args(cmd));
+}
+
+fn perf_script(data: &Path) -> String {
+    run(Command::new("perf").arg("script").arg("-i").arg(data))
+}
+
+fn tp_report(data: &Path, extra: &[&str]) -> String {
+    run(Command::new(TP).arg("report").arg("-i").arg(data).args(extra))
+}
+
+/// The frames under each sample: blocks of `\t`-lines.
+fn stacks(text: &str) -> Vec<Vec<String>> {
+    let mut v: Vec<Vec<String>> = Vec::new();
+    let mut cur: Option<Vec<String>> = None;
+    for l in text.lines() {
+        if let Some(frame) = l.strip_prefix('\t') {
+            cur.get_or_insert_with(Vec::new).push(frame.trim_start().to_string());
+        } else if let Some(s) = cur.take() {
+            v.push(s);
+        }
+    }
+    v.extend(cur);
+    v
+}
+
+/// `ADDR SYMBOL (DSO)` of a frame line: (symbol, dso).
+fn symbol(frame: &str) -> (&str, &str) {
+    let rest = frame.split_once(' ').map_or(frame, |x| x.1);
+    let (sym, dso) = rest.rsplit_once(" (").unwrap_or((rest, ""));
+    (sym, dso.trim_end_matches(')'))
+}
+
+/// tp report's stacks against perf script's on `data`: at least 99% of kernel frames and
+/// of user frames name the same symbol (with the same offset and file); the differences
+/// are printed. Returns the functions tp named.
+fn same_symbols(data: &Path) -> Vec<String> {
+    let perf = stacks(&perf_script(data));
+    let tp = stacks(&tp_report(data, &[]));
+    assert_eq!(tp.len(), perf.len(), "samples with a stack: tp {} perf {}", tp.len(), perf.len());
+    assert!(perf.len() >= 20, "only {} samples with a stack", perf.len());
+    let (mut kernel, mut user) = ((0usize, 0usize), (0usize, 0usize));
+    let mut differ: BTreeMap<String, usize> = BTreeMap::new();
+    let mut names = Vec::new();
+    for (t, p) in tp.iter().zip(&perf) {
+        assert_eq!(t.len(), p.len(), "frames: tp {t:?} perf {p:?}");
+        for (tf, pf) in t.iter().zip(p) {
+            let (ts, pd) = (symbol(tf), symbol(pf));
+            let count = if pd.1 == "[kernel.kallsyms]" { &mut kernel } else { &mut user };
+            count.0 += 1;
+            if ts == pd && tf.split(' ').next() == pf.split(' ').next() {
+                count.1 += 1;
+            } else {
+                *differ.entry(format!("tp {tf} / perf {pf}")).or_default() += 1;
+            }
+            names.push(ts.0.split('+').next().unwrap().to_string());
+        }
+    }
+    for (d, n) in &differ {
+        eprintln!("{}: {n} x {d}", data.display());
+    }
+    for (what, (all, same)) in [("kernel", kernel), ("user", user)] {
+        assert!(all > 0, "no {what} frame in {}", data.display());
+        assert!(same * 100 >= all * 99, "{what} frames: {same} of {all} the same as perf script's");
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// inferno's stackcollapse-perf of perf script's output, as sorted lines.
+fn collapse_perf_script(data: &Path) -> Vec<String> {
+    use inferno::collapse::perf::{Folder, Options};
+    use inferno::collapse::Collapse;
+    let script = perf_script(data);
+    let mut out = Vec::new();
+    Folder::from(Options::default()).collapse(script.as_bytes(), &mut out).unwrap();
+    let mut v: Vec<String> = String::from_utf8(out).unwrap().lines().map(String::from).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn c_program_symbols_folded_and_flame_graph_agree_with_perf() {
+    let tmp = Tmp::new("c");
+    let prog = build_c(&tmp, true);
+    let prog = prog.to_str().unwrap();
+
+    let cpu = tmp.path("cpu.data");
+    perf_record(&cpu, &["-e", "cpu-clock", "-F", "999"], &[prog, "300000"]);
+    let names = same_symbols(&cpu);
+    for f in ["a", "b", "c", "main"] {
+        assert!(names.iter().any(|n| n == f), "{f} not among {names:?}");
+    }
+    let mut folded: Vec<String> =
+        tp_report(&cpu, &["--folded"]).lines().map(String::from).collect();
+    folded.sort();
+    assert_eq!(folded, collapse_perf_script(&cpu));
+    assert!(
+        folded.iter().any(|l| l.starts_with("prog;") && l.contains(";main;a;b;c")),
+        "{folded:?}"
+    );
+
+    let sys = tmp.path("sys.data");
+    perf_record(&sys, &["-e", "raw_syscalls:sys_enter"], &[prog, "2000"]);
+    let names = same_symbols(&sys);
+    for f in ["a", "b", "main", "syscall_trace_enter"] {
+        assert!(names.iter().any(|n| n == f), "{f} not among {names:?}");
+    }
+    let folded: BTreeMap<String, u64> = tp_report(&sys, &["--folded"])
+        .lines()
+        .map(|l| {
+            let (s, n) = l.rsplit_once(' ').unwrap();
+            (s.to_string(), n.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(folded, fold_tracepoint_samples(&perf_script(&sys)));
+
+    // The flame graph: well-formed XML, an <svg>, a frame per function of the program.
+    let svg = tmp.path("flame.svg");
+    tp_report(&cpu, &["--flamegraph", svg.to_str().unwrap()]);
+    let titles = svg_titles(&std::fs::read_to_string(&svg).unwrap());
+    for f in ["main", "a", "b", "c"] {
+        assert!(titles.iter().any(|t| t.starts_with(&format!("{f} ("))), "{f}: {titles:?}");
+    }
+
+    // --json: each sample's stack, symbols named.
+    let json = tp_report(&cpu, &["--json"]);
+    let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+    let stack = first["stack"].as_array().unwrap();
+    assert!(stack.iter().any(|f| f["symbol"] == "main" && f["dso"] == prog), "{first}");
+
+    // --srcline: the C file's lines under the program's frames.
+    let src = tp_report(&cpu, &["--srcline"]);
+    assert!(
+        src.lines()
+            .any(|l| l.trim_start().starts_with(&format!("{}:", tmp.path("prog.c").display()))),
+        "no prog.c:LINE in --srcline"
+    );
+
+    // --top: the spinning function is the hottest, main is in every stack.
+    let top = tp_report(&cpu, &["--top"]);
+    let rows: Vec<&str> = top.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(rows[0].ends_with(" c"), "{top}");
+    assert!(
+        rows.iter().any(|r| r.trim_start().starts_with("100.00%") && r.ends_with(" main")),
+        "{top}"
+    );
+}
+
+/// `--call-graph dwarf` on the program built without frame pointers: tp unwinds the stack
+/// copies (tp-stack) and names the frames as perf script does (its return addresses one
+/// byte back, DWARF's functions at each frame as `(inlined)` lines); then tp's own
+/// recording (`tp record -F 999 -g` and `--call-graph dwarf`) has the whole call chain.
+#[test]
+fn dwarf_stacks_agree_with_perf_and_tp_records_profiles() {
+    let tmp = Tmp::new("dwarf");
+    let prog = build_c(&tmp, false);
+    let prog = prog.to_str().unwrap();
+    let dw = tmp.path("dwarf.data");
+    perf_record(&dw, &["--call-graph", "dwarf", "-e", "cpu-clock", "-F", "999"], &[prog, "200000"]);
+    let names = same_symbols(&dw);
+    for f in ["a", "b", "c", "main"] {
+        assert!(names.iter().any(|n| n == f), "{f} not among {names:?}");
+    }
+    let folded = tp_report(&dw, &["--folded"]);
+    assert!(folded.lines().any(|l| l.contains(";main;a;b;c ")), "{folded}");
+
+    for (data, how, bin) in [
+        ("fp.data", "-g", build_c(&tmp, true)),
+        ("dw2.data", "--call-graph=dwarf", build_c(&tmp, false)),
+    ] {
+        let data = tmp.path(data);
+        run(Command::new(TP)
+            .args(["record", "-F", "999", how, "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&bin)
+            .arg("200000"));
+        let folded = tp_report(&data, &["--folded"]);
+        let whole = folded.lines().filter(|l| l.contains(";main;a;b;c")).count();
+        assert!(whole > 0, "{how}: no main;a;b;c stack in\n{folded}");
+        let text = tp_report(&data, &[]);
+        assert!(text.contains(" c+0x") && text.contains(" main+0x"), "{how}:\n{text}");
+    }
+}
+
+#[test]
+fn rust_program_symbols_agree_with_perf() {
+    let tmp = Tmp::new("rust");
+    let prog = build_rust(&tmp);
+    let cpu = tmp.path("cpu.data");
+    perf_record(&cpu, &["-e", "cpu-clock", "-F", "999"], &[prog.to_str().unwrap(), "300000"]);
+    let names = same_symbols(&cpu);
+    for f in ["rprog::work", "rprog::middle", "rprog::outer"] {
+        assert!(names.iter().any(|n| n == f), "{f} not among {names:?}");
+    }
+    let mut folded: Vec<String> =
+        tp_report(&cpu, &["--folded"]).lines().map(String::from).collect();
+    folded.sort();
+    assert_eq!(folded, collapse_perf_script(&cpu));
+}
+
+/// stackcollapse-perf's folding of perf script's tracepoint samples, which inferno's port
+/// does not parse (their lines end in the event's text): `comm;outer;...;inner`, a frame
+/// without symbol named by its file (`[libc.so.6]`) or `[unknown]`, 1 per sample (perf
+/// script prints no period for tracepoints).
+fn fold_tracepoint_samples(script: &str) -> BTreeMap<String, u64> {
+    let mut folded = BTreeMap::new();
+    let mut comm = String::new();
+    let mut frames: Vec<String> = Vec::new();
+    let mut flush = |comm: &str, frames: &mut Vec<String>| {
+        if !frames.is_empty() {
+            frames.reverse();
+            *folded.entry(format!("{comm};{}", frames.join(";"))).or_default() += 1;
+            frames.clear();
+        }
+    };
+    for l in script.lines() {
+        if let Some(f) = l.strip_prefix('\t') {
+            let (sym, dso) = symbol(f.trim_start());
+            let name = match sym.rsplit_once("+0x") {
+                Some((n, off)) if off.chars().all(|c| c.is_ascii_hexdigit()) => n,
+                _ => sym,
+            };
+            frames.push(match (name, dso) {
+                ("[unknown]", "[unknown]") => name.to_string(),
+                ("[unknown]", d) => format!("[{}]", d.rsplit('/').next().unwrap()),
+                (n, _) => n.split('(').next().unwrap().replace(';', ":"),
+            });
+        } else if l.is_empty() {
+            flush(&comm, &mut frames);
+        } else {
+            // `comm tid [cpu] time: event: text`; the comm may hold spaces.
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let at = (1..t.len())
+                .find(|&i| {
+                    t[i].parse::<u32>().is_ok() && t.get(i + 1).is_some_and(|n| n.starts_with('['))
+                })
+                .unwrap_or_else(|| panic!("perf script header: {l}"));
+            comm = t[..at].join("_");
+        }
+    }
+    flush(&comm, &mut frames);
+    folded
+}
+
+/// The `<title>` texts of an SVG, parsing all of it (an error fails the test).
+fn svg_titles(svg: &str) -> Vec<String> {
+    use quick_xml::events::Event;
+    let mut r = quick_xml::Reader::from_str(svg);
+    let (mut titles, mut in_title, mut root) = (Vec::new(), false, None);
+    loop {
+        match r.read_event().unwrap_or_else(|e| panic!("SVG: {e}")) {
+            Event::Start(e) => {
+                let name = String::from_utf8_lossy(e.name().as_ref()).to_string();
+                root.get_or_insert(name.clone());
+                in_title = name == "title";
+            }
+            Event::Text(t) if in_title => {
+                titles.push(t.decode().unwrap().into_owned());
+            }
+            Event::End(_) => in_title = false,
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(root.as_deref(), Some("svg"));
+    titles
+}
