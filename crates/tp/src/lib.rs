@@ -65,6 +65,8 @@
 //! - `ctx`: the per-thread context (RCU reader, tid, the thread's ring).
 //! - `ring`: per-thread rings of kernel-format pages, decoded with `tp_format::page`.
 //! - `record`: the common fields and the bounds-checked writer of one record.
+//! - `stack`: user stacks (frame-pointer walk inside the thread's stack bounds, the
+//!   `ftrace:user_stack` record and format, the process's maps for the file).
 //! - `rcu` (read-copy-update), `clock`, `field`, `printk`: leaves. `registry` (the list of
 //!   sites, enable/disable, sinks) and `output` (the trace.dat file) sit beside the hot path.
 
