@@ -703,6 +703,26 @@ fn rust_tracepoints_are_sdt_notes_as_readelf_shows_them() {
         assert!((start..start + size).contains(&n.3), "{n:?} not in {probes}");
     }
     assert!(sections.contains(" .stapsdt.base "), "{sections}");
+    // No semaphore shares a file page with the RELRO segment: when a program starts, the
+    // kernel sets a semaphore through the first writable mapping of its page, and RELRO's
+    // is one until the loader protects it (the count would be lost there).
+    let probes_off = u64::from_str_radix(w[at + 3], 16).unwrap();
+    let segments = Command::new("readelf").arg("-lW").arg(&exe).output().unwrap();
+    let segments = String::from_utf8_lossy(&segments.stdout).into_owned();
+    let relro = segments.lines().find(|l| l.trim_start().starts_with("GNU_RELRO"));
+    if let Some(relro) = relro {
+        let f: Vec<u64> = relro
+            .split_whitespace()
+            .skip(1)
+            .take(4)
+            .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
+            .collect();
+        let relro_last_page = (f[0] + f[3] - 1) / 4096;
+        for n in &notes {
+            let page = (probes_off + (n.3 - start)) / 4096;
+            assert!(page > relro_last_page, "{n:?}: semaphore in RELRO's last page\n{segments}");
+        }
+    }
     // tp lists them as readelf does.
     let tp_notes: Vec<_> = tp_sdt_notes(&exe).into_iter().filter(|n| n.0 == "rsdt").collect();
     assert_eq!(tp_notes, notes);
@@ -762,9 +782,23 @@ fn a_running_rust_program_is_recorded_from_outside_through_its_sdt_probes() {
     let idles = text.lines().filter(|l| l.contains(" idle: (")).count();
     assert!(idles.abs_diff(ticks.len()) <= 1, "{idles} idle, {} tick", ticks.len());
 
+    // Counted by tp stat on a command it starts.
+    let exe = std::env::current_exe().unwrap();
+    let stat = Command::new(TP)
+        .args(["stat", "-x", ",", "-e", "sdt_rsdt:tick", "-e", "sdt_rsdt:idle", "--"])
+        .arg(&exe)
+        .args(["--exact", "rust_sdt_program", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("TP_RSDT", "30,0")
+        .output()
+        .unwrap();
+    assert!(ok(&stat).contains("sdt attached seen 30"), "{}", ok(&stat));
+    let err = String::from_utf8_lossy(&stat.stderr);
+    for ev in ["tick", "idle"] {
+        assert!(err.lines().any(|l| l.starts_with(&format!("30,,sdt_rsdt:{ev},"))), "{err}");
+    }
+
     // Started by tp record: the kernel sets the semaphores as the program maps itself, so
     // every one of its 20 ticks is recorded.
-    let exe = std::env::current_exe().unwrap();
     let out = std::env::temp_dir().join(format!("tp-rsdt-cmd-{}.dat", std::process::id()));
     let rec = Command::new(TP)
         .args(["record", "-q", "-o", out.to_str().unwrap(), "-e", "sdt_rsdt:tick", "--"])

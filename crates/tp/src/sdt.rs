@@ -168,6 +168,12 @@ impl<T: ?Sized> SdtArg for Option<&T> {
 /// with `.stapsdt.base`'s offset minus its address, right only when both are in one segment
 /// (`<sys/sdt.h>`'s read-only one works for C programs, whose segments all have the same
 /// offset-address difference; a Rust program's code segment usually has another).
+///
+/// The semaphores' `.probes` section of each code unit is page-aligned (at most a page of
+/// padding per unit): the linker (lld, Rust's default) starts the data segment in the file
+/// page where the read-only-after-relocation (RELRO) segment ends, and when a program starts,
+/// the kernel sets a semaphore in that file page through the first writable mapping of it,
+/// the RELRO one, where nothing reads it (`perf stat` on a command then counts nothing).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[doc(hidden)]
 #[macro_export]
@@ -204,6 +210,9 @@ macro_rules! __tp_sdt_probe {
                     ".size _.stapsdt.base, 1",
                     ".popsection",
                     ".endif",
+                    ".pushsection .probes,\"aw\",@progbits",
+                    ".balign 4096",
+                    ".popsection",
                     "990: nop",
                     ".pushsection .note.stapsdt,\"o\",@note,{__tp_fire}",
                     ".balign 4",
