@@ -1,11 +1,13 @@
 //! Analyses of a recording: `tp syscalls`, `tp sched`, `tp faults`. Each reads the merged
-//! timeline of a trace.dat ([`timeline`]: every buffer, the kernel's and Rust programs', in
-//! time order), decodes only the fields its question needs, and says what it could not know
-//! (lost events in the window, events the recording did not enable) instead of guessing.
+//! timeline of a trace.dat or a perf.data ([`timeline`]: every buffer, the kernel's and Rust
+//! programs', or perf's records, in time order; task names as the events give them),
+//! decodes only the fields its question needs, and says what it could not know (lost events
+//! in the window, events the recording did not enable) instead of guessing.
 //!
 //! The computations (`syscalls::Stats`, `sched::Stats`, `faults::Stats`) are pure: they are
-//! fed decoded events, so they are tested without root or a trace file. Inputs from perf.data
-//! (software events, stacks) can feed the same computations once tp reads perf.data.
+//! fed decoded events, so they are tested without root or a trace file. perf.data's other
+//! samples (software events such as `major-faults`, with stacks) and mappings
+//! ([`maps`]) reach the analyses that use them through the same timeline.
 
 pub mod faults;
 pub mod maps;
