@@ -668,6 +668,23 @@ fn faults_workload(tmp: &Tmp) -> (PathBuf, PathBuf) {
     (exe, data)
 }
 
+/// `tp faults --json`'s faults per mapping.
+fn mappings_of(v: &Value) -> BTreeMap<String, u64> {
+    v["mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["mapping"].as_str().unwrap().to_string(), m["faults"].as_u64().unwrap()))
+        .collect()
+}
+
+/// [`FAULTS_PROG`]'s own faults are among `mappings`: 64 written anonymous pages, and its
+/// data file's (the kernel maps up to 16 pages around each read fault: fewer than 32).
+fn workload_faults_are_there(mappings: &BTreeMap<String, u64>, data: &Path) {
+    assert!(mappings["[anon]"] >= 64, "{mappings:?}");
+    assert!(mappings.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{mappings:?}");
+}
+
 /// `tp faults -i perf.data` of perf_event_open's major-faults/minor-faults (every fault,
 /// with its address) against `perf script` on the same file: faults per task and event,
 /// per page, and per mapping, where the test looks each address up in the MMAP2 records
@@ -753,17 +770,8 @@ fn faults_of_perf_data_equal_perf_scripts() {
         .map(|p| (p["page"].as_u64().unwrap(), p["faults"].as_u64().unwrap()))
         .collect();
     assert_eq!(got_pages, pages);
-    let got_mappings: BTreeMap<String, u64> = v["mappings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| (m["mapping"].as_str().unwrap().to_string(), m["faults"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(got_mappings, mappings);
-    // The workload's own faults are there: 64 written anonymous pages, and the file's
-    // (the kernel maps up to 16 pages around each read fault, so fewer than 32 faults).
-    assert!(mappings["[anon]"] >= 64, "{mappings:?}");
-    assert!(mappings.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{mappings:?}");
+    assert_eq!(mappings_of(&v), mappings);
+    workload_faults_are_there(&mappings, &data);
     assert_eq!(v["lost"]["events"], 0);
 }
 
@@ -845,15 +853,8 @@ fn faults_of_a_trace_dat_per_mapping_from_its_saved_maps() {
         *want.entry(name).or_default() += 1;
     }
     let v = json(&run(Command::new(TP).args(["faults", "--json", "-i"]).arg(&file)));
-    let got: BTreeMap<String, u64> = v["mappings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| (m["mapping"].as_str().unwrap().to_string(), m["faults"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(got, want);
-    assert!(want["[anon]"] >= 64, "{want:?}");
-    assert!(want.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{want:?}");
+    assert_eq!(mappings_of(&v), want);
+    workload_faults_are_there(&want, &data);
 }
 
 /// `--comm` goes by a task's name at each event, not its last saved one: a shell that runs
