@@ -1,10 +1,11 @@
 //! Call stacks (`tp record -g`, `--call-graph dwarf`) on a program with a known call chain,
 //! `main -> a -> b -> c -> getppid`, built by gcc with and without frame pointers (Debian's
-//! libc has none). At least 99% of its getppid samples must show `c, b, a, main` in order,
-//! in tp's file as tp reads it (the frame-pointer chain as recorded, the DWARF one unwound by
-//! `tp_stack`) and in `perf script` on the same file. Addresses are resolved here from the
-//! program's own ELF symbol table and the file's MMAP2 records. Needs root, tracefs, gcc
-//! and perf (CI installs them and runs as root; fails loudly without them).
+//! libc has none). At least 99% of its getppid samples must show `c, b, a, main` in order:
+//! in tp's file as read here (the frame-pointer chain as recorded, the DWARF one unwound by
+//! `tp_stack`; addresses resolved from the program's own ELF symbol table and the file's
+//! MMAP2 records), in `tp report`'s printed stacks, and in `perf script` on the same file
+//! (whose user symbols tp report must print alike). Needs root, tracefs, gcc and perf (CI
+//! installs them and runs as root; fails loudly without them).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -244,6 +245,34 @@ fn perf_chains(data: &Path, comm: &str) -> Vec<Vec<String>> {
     chains
 }
 
+/// `tp report` on a file: per getppid sample of `comm`, the symbol of each user frame it
+/// prints under the event line (perf script's layout: `addr sym+off (file)`).
+fn tp_report_chains(data: &Path, comm: &str) -> Vec<Vec<String>> {
+    let out = Command::new(TP).arg("report").arg("-i").arg(data).output().unwrap();
+    assert!(out.status.success(), "tp report: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut chains = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    for line in text.lines() {
+        if let Some(frame) = line.strip_prefix('\t') {
+            if let Some(c) = current.as_mut() {
+                if !frame.ends_with("([kernel.kallsyms])") {
+                    let sym = frame.split_whitespace().nth(1).unwrap_or("");
+                    c.push(sym.split("+0x").next().unwrap().to_string());
+                }
+            }
+            continue;
+        }
+        chains.extend(current.take());
+        let head = line.trim_start();
+        if head.starts_with(&format!("{comm}-")) && head.contains(&format!("NR {GETPPID} ")) {
+            current = Some(Vec::new());
+        }
+    }
+    chains.extend(current);
+    chains
+}
+
 fn at_least_99_percent(what: &str, ok: usize, total: usize, example: &dyn std::fmt::Debug) {
     assert!(total > 0, "{what}: no getppid samples");
     assert!(
@@ -282,6 +311,22 @@ fn frame_pointer_stacks_show_the_whole_chain() {
         perf.len(),
         &perf.iter().find(|n| !shows_chain(n, 0)),
     );
+    same_as_perf("chain-fp", &tp_report_chains(&data, "chain-fp"), &perf, 0);
+}
+
+/// `tp report`'s printed stacks: c, b, a, main for 99% of the samples, and the same user
+/// symbols as perf script's for 99% of them.
+fn same_as_perf(comm: &str, tp: &[Vec<String>], perf: &[Vec<String>], leading: usize) {
+    assert_eq!(tp.len(), perf.len(), "{comm}: tp report and perf script show as many samples");
+    let ok = tp.iter().filter(|n| shows_chain(n, leading)).count();
+    at_least_99_percent("tp report", ok, tp.len(), &tp.iter().find(|n| !shows_chain(n, leading)));
+    let same = tp.iter().zip(perf).filter(|(a, b)| a == b).count();
+    let differ = tp.iter().zip(perf).find(|(a, b)| a != b);
+    assert!(
+        same * 100 >= tp.len() * 99,
+        "{comm}: {same} of {} samples symbolized as perf script does: {differ:?}",
+        tp.len()
+    );
 }
 
 const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
@@ -318,6 +363,7 @@ fn dwarf_stacks_unwind_through_libc_without_frame_pointers() {
         perf.len(),
         &perf.iter().find(|n| !shows_chain(n, 1)),
     );
+    same_as_perf("chain-dwarf", &tp_report_chains(&data, "chain-dwarf"), &perf, 1);
 }
 
 /// `:u` keeps the user part of the stack only, `:k` the kernel's only, on a tracepoint
