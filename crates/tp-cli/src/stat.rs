@@ -26,7 +26,8 @@ const DEFAULT_EVENTS: &[&str] = &[
 #[derive(clap::Args)]
 pub struct Args {
     /// Event to count, as perf spells it (repeatable, or comma-separated): `major-faults`,
-    /// `cs:u`, `cycles`, `mem:ADDR[/LEN][:rwx]`, `mem:SYMBOL`, `sched:sched_switch`, globs.
+    /// `cs:u`, `cycles`, `mem:ADDR[/LEN][:rwx]`, `mem:SYMBOL`, `sched:sched_switch`, globs;
+    /// `{a,b}` is a group (counted together, read at once; `{a,b}:u` applies `:u` to each).
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     events: Vec<String>,
     /// Count an existing process (all its threads and their children) until it exits or
@@ -87,11 +88,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         (None, true) => Style::Json,
         _ => Style::Text,
     };
-    let names: Vec<String> = if args.events.is_empty() {
-        DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.events.iter().flat_map(|e| split_events(e)).collect()
-    };
+    // Each name with its group, if in one.
+    let mut grouped: Vec<(String, Option<usize>)> = Vec::new();
+    if args.events.is_empty() {
+        grouped.extend(DEFAULT_EVENTS.iter().map(|s| (s.to_string(), None)));
+    }
+    let mut next_group = 0;
+    for e in &args.events {
+        grouped.extend(split_events(e, &mut next_group)?);
+    }
+    let names: Vec<String> = grouped.iter().map(|(n, _)| n.clone()).collect();
     // `sdt_PROVIDER:NAME`: USDT probes of the command or -p PID, defined while counting.
     let pids: Vec<i32> = args.pid.into_iter().collect();
     let _sdt_probes =
@@ -107,8 +113,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let events =
-        events::resolve(&specs, &mut MachineLookups::new(tfs.as_ref(), program.as_deref()))?;
+    // Resolved one name at a time: a glob may give several events, all in the name's group.
+    let mut lookups = MachineLookups::new(tfs.as_ref(), program.as_deref());
+    let mut events = Vec::new();
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let start = events.len();
+        events.extend(events::resolve(std::slice::from_ref(spec), &mut lookups)?);
+        let Some(g) = grouped[i].1 else { continue };
+        match groups.last_mut() {
+            Some(r) if i > 0 && grouped[i - 1].1 == Some(g) => r.end = events.len(),
+            _ => groups.push(start..events.len()),
+        }
+    }
 
     let mut counts: Vec<Count> = events.iter().map(|_| Count { runs: Vec::new() }).collect();
     let mut elapsed = Vec::new();
@@ -117,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // CAP_PERFMON, as perf does.
     let mut opened = events.clone();
     for _ in 0..args.repeat {
-        let run = match count_once(&args, &events, &style)? {
+        let run = match count_once(&args, &events, &groups, &style)? {
             Outcome::Counted(r) => r,
             Outcome::NotRun(code) => return Ok(code),
         };
@@ -134,10 +151,57 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(status)
 }
 
-/// `-e a,b` is two events; a comma inside `{...}` or after `mem:` ranges is not special
-/// (perf has no such names, but keep it simple: split on every comma).
-fn split_events(s: &str) -> Vec<String> {
-    s.split(',').filter(|p| !p.trim().is_empty()).map(|p| p.trim().to_string()).collect()
+/// `-e` text into event names, each with its group: `a,b` is two events, `{a,b},c` a group
+/// of a and b (numbered from `next_group`) then c alone; a modifier after the group
+/// (`{a,b}:u`) applies to each member (appended to its own, as perf does).
+fn split_events(s: &str, next_group: &mut usize) -> anyhow::Result<Vec<(String, Option<usize>)>> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches([',', ' ']);
+        let Some(inner) = rest.strip_prefix('{') else {
+            let (name, tail) = rest.split_once(',').unwrap_or((rest, ""));
+            if name.contains(['{', '}']) {
+                bail!("-e {s}: a group is {{event,event...}}");
+            }
+            if !name.trim().is_empty() {
+                out.push((name.trim().to_string(), None));
+            }
+            rest = tail;
+            continue;
+        };
+        let Some((members, tail)) = inner.split_once('}') else {
+            bail!("-e {s}: group without its closing }}");
+        };
+        let (modifier, tail) = match tail.strip_prefix(':') {
+            Some(m) => m.split_at(m.find(',').unwrap_or(m.len())),
+            None => ("", tail),
+        };
+        if members.contains('{') {
+            bail!("-e {s}: groups do not nest");
+        }
+        let group = *next_group;
+        *next_group += 1;
+        let before = out.len();
+        for m in members.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            if modifier.is_empty() {
+                out.push((m.to_string(), None));
+            } else if events::parse(m).is_ok_and(|e| e.modifiers != Default::default()) {
+                bail!("-e {s}: a modifier on the group and on {m}: give one of them");
+            } else {
+                out.push((format!("{m}:{modifier}"), None));
+            }
+            out.last_mut().expect("just pushed").1 = Some(group);
+        }
+        if out.len() == before {
+            bail!("-e {s}: an empty group");
+        }
+        if !tail.is_empty() && !tail.starts_with(',') {
+            bail!("-e {s}: a , after the group's }}");
+        }
+        rest = tail;
+    }
+    Ok(out)
 }
 
 struct Run {
@@ -153,7 +217,12 @@ enum Outcome {
     NotRun(i32),
 }
 
-fn count_once(args: &Args, events: &[Event], style: &Style) -> anyhow::Result<Outcome> {
+fn count_once(
+    args: &Args,
+    events: &[Event],
+    groups: &[std::ops::Range<usize>],
+    style: &Style,
+) -> anyhow::Result<Outcome> {
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let mut child = match args.command.first() {
         None => None,
@@ -190,7 +259,7 @@ fn count_once(args: &Args, events: &[Event], style: &Style) -> anyhow::Result<Ou
         ..Default::default()
     };
     // On failure the child (still at its gate) is dropped and exits without running.
-    let set = CounterSet::open(events, &targets, &opts)?;
+    let set = CounterSet::open_groups(events, groups, &targets, &opts)?;
     let events: Vec<Event> = set.events.iter().map(|e| e.event.clone()).collect();
     let events = &events[..];
     if !on_exec {
@@ -542,6 +611,31 @@ mod tests {
         let cs = Event::symbolic("cs").unwrap();
         let (v, u) = metric(&cs, 1000.0, Some(1e6), 2e6);
         assert_eq!((v, u.as_str()), (1.0, "M/sec"));
-        assert_eq!(split_events("cs, faults,,"), ["cs", "faults"]);
+    }
+
+    #[test]
+    fn event_lists_and_groups() {
+        let split = |s: &str| {
+            let mut g = 0;
+            split_events(s, &mut g).map_err(|e| e.to_string())
+        };
+        let one = |n: &str, g: Option<usize>| (n.to_string(), g);
+        assert_eq!(split("cs, faults,,").unwrap(), [one("cs", None), one("faults", None)]);
+        assert_eq!(
+            split("cs,{task-clock, page-faults}:u,{a},b").unwrap(),
+            [
+                one("cs", None),
+                one("task-clock:u", Some(0)),
+                one("page-faults:u", Some(0)),
+                one("a", Some(1)),
+                one("b", None)
+            ]
+        );
+        assert!(split("{a,b").unwrap_err().contains("closing }"));
+        assert!(split("{a,{b}}").unwrap_err().contains("nest"));
+        assert!(split("{}").unwrap_err().contains("empty group"));
+        assert!(split("{a}x").unwrap_err().contains("after the group"));
+        assert!(split("{cs:k}:u").unwrap_err().contains("modifier"));
+        assert!(split("a}").is_err());
     }
 }

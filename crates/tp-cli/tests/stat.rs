@@ -507,3 +507,59 @@ fn record_perf_door_attaches_to_a_pid() {
     assert!(hits.iter().all(|l| l.trim_start().starts_with("load ")), "{:?}", hits.first());
     let _ = std::fs::remove_file(&f);
 }
+
+/// `-e '{a,b}'`: perf's event groups. tp's group counts what perf stat's counts on the same
+/// command (the tracepoint exactly N; page faults within a few of perf's), prints the same
+/// lines in the same order (`-x,`: count, unit, event), and the group is read at once:
+/// every member has the leader's running time to the nanosecond (one PERF_FORMAT_GROUP
+/// read), as in perf's output. `:u` after the group applies to each member; a group
+/// without its `}` is a one-line error.
+#[test]
+fn groups_count_together_like_perf_stat() {
+    let l = load().to_str().unwrap();
+    let group = "{syscalls:sys_enter_getppid,page-faults,context-switches}";
+    let cmd = [l, "getppid", "20000"];
+    let o = tp_stat(&["-x,", "-e", group, "--", cmd[0], cmd[1], cmd[2]]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tp = stderr(&o);
+    let p = Command::new("perf")
+        .args(["stat", "-x,", "-e", group, "--"])
+        .args(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(p.status.success(), "{}", stderr(&p));
+    let perf = stderr(&p);
+    // (count, unit, event, running ns) per line.
+    let fields = |text: &str| -> Vec<(String, String, String, String)> {
+        text.lines()
+            .filter(|l| l.matches(',').count() >= 4)
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f[0].into(), f[1].into(), f[2].into(), f[3].into())
+            })
+            .collect()
+    };
+    let (t, q) = (fields(&tp), fields(&perf));
+    let names = |v: &[(String, String, String, String)]| -> Vec<(String, String)> {
+        v.iter().map(|f| (f.1.clone(), f.2.clone())).collect()
+    };
+    assert_eq!(names(&t), names(&q), "tp:\n{tp}\nperf:\n{perf}");
+    assert_eq!(t[0].0, "20000", "{tp}");
+    assert_eq!(q[0].0, "20000", "{perf}");
+    let faults = |v: &[(String, String, String, String)]| v[1].0.parse::<i64>().unwrap();
+    assert!((faults(&t) - faults(&q)).abs() <= 10, "page faults: tp\n{tp}\nperf\n{perf}");
+    for v in [&t, &q] {
+        assert!(v.iter().all(|f| f.3 == v[0].3 && f.3 != "0"), "running times: {v:?}");
+    }
+
+    let o = tp_stat(&["-x,", "-e", "{page-faults,context-switches}:u", "--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(csv_value(&e, "page-faults:u").is_some(), "{e}");
+    assert!(csv_value(&e, "context-switches:u").is_some(), "{e}");
+    let o = tp_stat(&["-e", "{page-faults,context-switches", "--", "true"]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("closing }"), "{}", stderr(&o));
+}

@@ -342,6 +342,9 @@ pub struct EventCounters {
     pub counters: Option<Vec<Counter>>,
     /// Why it is not supported (for `--verbose` style messages).
     pub unsupported: Option<String>,
+    /// In a group: the index of its leader in [`CounterSet::events`] (its own for the
+    /// leader); the group is read at once through the leader (PERF_FORMAT_GROUP).
+    pub leader: Option<usize>,
 }
 
 impl EventCounters {
@@ -357,7 +360,7 @@ impl EventCounters {
 }
 
 /// Many events over many targets (each event opened separately on each target, as perf stat
-/// does: inherited counters cannot be read as groups).
+/// does; events in a group are opened as one group per target, read through its leader).
 #[derive(Debug)]
 pub struct CounterSet {
     pub events: Vec<EventCounters>,
@@ -367,19 +370,48 @@ impl CounterSet {
     /// Open every event on every target. An event the machine lacks (no PMU) is kept as
     /// `<not supported>`; any other failure is an error (nothing stays open).
     pub fn open(events: &[Event], targets: &[Target], o: &CounterOptions) -> Result<CounterSet> {
-        let mut out = Vec::new();
-        for ev in events {
+        CounterSet::open_groups(events, &[], targets, o)
+    }
+
+    /// As [`CounterSet::open`], `events[g]` for each range `g` of `groups` opened as a group
+    /// (perf's `{a,b}`: its first event leads, the others join it, all scheduled onto the
+    /// PMU together and read together with PERF_FORMAT_GROUP). A member the machine lacks
+    /// is `<not supported>`, the others still count as a group.
+    pub fn open_groups(
+        events: &[Event],
+        groups: &[std::ops::Range<usize>],
+        targets: &[Target],
+        o: &CounterOptions,
+    ) -> Result<CounterSet> {
+        let mut out: Vec<EventCounters> = Vec::new();
+        for (i, ev) in events.iter().enumerate() {
             let mut ev = ev.clone();
             let mut cs = Vec::new();
             let mut unsupported = None;
-            for &t in targets {
-                let opened = match Counter::open(&ev, t, o, None) {
+            let group = groups.iter().find(|g| g.contains(&i));
+            // A member joins its leader when the leader could be opened.
+            let leader = group
+                .map(|g| g.start)
+                .filter(|&l| l == i || out[l].counters.is_some() && out[l].leader == Some(l));
+            let member = leader.is_some_and(|l| l != i);
+            // Members are enabled with their leader, as perf opens them: one enabled
+            // apart while the leader is off did not count here.
+            let o = CounterOptions {
+                read_group: leader.is_some(),
+                disabled: o.disabled && !member,
+                enable_on_exec: o.enable_on_exec && !member,
+                ..*o
+            };
+            for (k, &t) in targets.iter().enumerate() {
+                let lead = leader.filter(|&l| l != i).and_then(|l| out[l].counters.as_ref());
+                let lead = lead.map(|cs| &cs[k]);
+                let opened = match Counter::open(&ev, t, &o, lead) {
                     // As perf does: where perf_event_paranoid forbids counting the kernel's
                     // share for this user, count user space only and say so (`cs:u`).
                     Err(Error::Permission { .. }) if user_only_may_work(&ev, t) => {
                         ev.modifiers.exclude_kernel = true;
                         ev.name.push_str(":u");
-                        Counter::open(&ev, t, o, None)
+                        Counter::open(&ev, t, &o, lead)
                     }
                     r => r,
                 };
@@ -393,7 +425,8 @@ impl CounterSet {
                 }
             }
             let counters = if unsupported.is_some() { None } else { Some(cs) };
-            out.push(EventCounters { event: ev, counters, unsupported });
+            let leader = leader.filter(|_| counters.is_some());
+            out.push(EventCounters { event: ev, counters, unsupported, leader });
         }
         Ok(CounterSet { events: out })
     }
@@ -414,9 +447,40 @@ impl CounterSet {
         self.each(Counter::disable)
     }
 
-    /// Every event's sum, in order (`None`: not supported).
+    /// Every event's sum, in order (`None`: not supported). A group's events are read at
+    /// once through their leader on each target.
     pub fn read(&self) -> Result<Vec<Option<Reading>>> {
-        self.events.iter().map(EventCounters::read).collect()
+        let mut out = Vec::with_capacity(self.events.len());
+        for e in &self.events {
+            out.push(if e.leader.is_some() { Some(Reading::default()) } else { e.read()? });
+        }
+        for (l, e) in self.events.iter().enumerate() {
+            if e.leader == Some(l) {
+                self.read_group(l, &mut out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Add the group led by `events[l]` into `out`: each member's sum over the targets,
+    /// found in each target's group read by its id.
+    fn read_group(&self, l: usize, out: &mut [Option<Reading>]) -> Result<()> {
+        let members: Vec<usize> =
+            (l..self.events.len()).filter(|&j| self.events[j].leader == Some(l)).collect();
+        let Some(leads) = &self.events[l].counters else { return Ok(()) };
+        for (k, lead) in leads.iter().enumerate() {
+            let values = lead.read_group(members.len())?;
+            for &j in &members {
+                let Some(c) = self.events[j].counters.as_ref().map(|cs| &cs[k]) else { continue };
+                let id = c.id()?;
+                if let (Some((_, r)), Some(sum)) =
+                    (values.iter().find(|(v, _)| *v == id), out[j].as_mut())
+                {
+                    sum.add(r);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
