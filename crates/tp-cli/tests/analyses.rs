@@ -791,10 +791,12 @@ fn faults_of_a_command_know_major_minor_kinds_and_mappings() {
     assert!(anon.is_some_and(|m| m["faults"].as_u64().unwrap() >= 64), "{v}");
     let not = v["not_recorded"].as_array().unwrap();
     assert!(!not.iter().any(|m| m.as_str().unwrap().starts_with("major")), "{v}");
-    // Kernel instructions named from this kernel's kallsyms (the file was recorded on it).
+    // Instructions named by function: kernel ones from this kernel's kallsyms (the file
+    // was recorded on it), the program's 64 stores in main.
     for ip in v["ips"].as_array().unwrap().iter().filter(|i| i["kernel"] == true) {
-        assert!(!ip["name"].as_str().unwrap().starts_with("0x"), "{ip}");
+        assert!(ip["name"].as_str().unwrap().ends_with("([kernel.kallsyms])"), "{ip}");
     }
+    assert!(v["ips"][0]["name"].as_str().unwrap().starts_with("main+"), "{v}");
     // With call stacks: the paths' counts add up to the faults they were taken for.
     let stacks = v["stacks"].as_array().unwrap();
     assert!(!stacks.is_empty(), "{v}");
@@ -944,7 +946,8 @@ fn syscalls_of_perf_data_equal_perf_scripts() {
 }
 
 /// `tp faults -i perf.data` of a `--call-graph dwarf` recording: call paths unwound offline
-/// (crate tp-stack) past the program's frame-pointer-less code, into libc's call of main.
+/// (crate tp-stack) past the program's frame-pointer-less code, into libc's call of main,
+/// named by function and file (crate::symbols, as perf script names them).
 #[test]
 fn faults_call_paths_of_dwarf_stacks_reach_the_caller_of_main() {
     require_tracefs();
@@ -964,8 +967,11 @@ fn faults_call_paths_of_dwarf_stacks_reach_the_caller_of_main() {
     assert!(top["faults"].as_u64().unwrap() >= 64, "{v}");
     let names = top["names"].as_str().unwrap();
     let frames: Vec<&str> = names.split(" <- ").collect();
-    assert!(frames[0].starts_with("f+"), "{names}");
-    assert!(frames.iter().skip(1).any(|f| f.starts_with("libc.so")), "{names}");
+    assert!(frames[0].starts_with("main+") && frames[0].ends_with(" (f)"), "{names}");
+    assert!(frames.iter().skip(1).any(|f| f.ends_with("(libc.so.6)")), "{names}");
+    // Per function: the store in main.
+    assert_eq!(v["functions"][0]["function"], "main (f)", "{v}");
+    assert!(v["functions"][0]["faults"].as_u64().unwrap() >= 64, "{v}");
 }
 
 /// `tp convert --to perfetto` of a perf.data (tracepoints sampled through perf_event_open):

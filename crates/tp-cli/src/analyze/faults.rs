@@ -10,7 +10,8 @@
 //!   (`tp record -e major-faults -e minor-faults`, `perf record -e major-faults -d`): major
 //!   vs minor per task, per mapping or file (the faulting address, `PERF_SAMPLE_ADDR`, looked
 //!   up in the file's MMAP/MMAP2 records), the most faulted pages, the faulting instructions
-//!   (user ones as `file+offset`) and, when stacks were recorded (`-g`), the call paths.
+//!   and functions and, when stacks were recorded (`-g`, `--call-graph dwarf`), the call
+//!   paths, all named as `perf script` names them (crate::symbols, `tp report`'s).
 //!
 //! When a perf.data has both, the software events are the count (they say major or minor)
 //! and the tracepoints add the kinds. `tp faults -- CMD` records both into one perf.data,
@@ -27,7 +28,6 @@ use std::fmt::Write as _;
 
 use tp_format::perfdata::attr::event_type;
 use tp_format::perfdata::{misc, sample};
-use tp_stack::PERF_CONTEXT_MAX;
 
 use super::maps::{display_name, Maps};
 use super::timeline::{Coverage, Ev, IntField, Timeline};
@@ -126,6 +126,11 @@ pub struct Stats {
     pub stacks: HashMap<(i32, Vec<u64>), u64>,
     /// Samples whose period was not 1 (each stands for several faults).
     pub sampled: u64,
+    /// perf.data, symbolized: names of instructions and call paths, as first seen.
+    pub ip_names: HashMap<(u64, bool, i32), String>,
+    pub stack_names: HashMap<(i32, Vec<u64>), String>,
+    /// perf.data, symbolized: faults per function (the faulting instruction's).
+    pub functions: HashMap<String, u64>,
 }
 
 impl Stats {
@@ -243,7 +248,10 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         drop(dir);
         return Ok(status);
     }
-    let tl = Timeline::open(&args.select.input)?;
+    let mut tl = Timeline::open(&args.select.input)?;
+    // perf.data samples named by crate::symbols (functions, files, unwound stacks).
+    tl.symbolize = true;
+    let tl = tl;
     let be = tl.big_endian;
     let mut kinds: Vec<Kind> = vec![Kind::Other; u16::MAX as usize + 1];
     let mut missing = Vec::new();
@@ -372,7 +380,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 Kind::Other => {}
             }
         }
-        Ev::Sample { attr, sample: s, chain, names } => {
+        Ev::Sample { attr, sample: s, frames, names } => {
             let SampleKind::Fault(major) = sample_kinds[attr] else { return };
             let tid = s.tid.or(s.pid).unwrap_or(0) as i32;
             if !wanted.wants(tid, names) {
@@ -384,17 +392,21 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             }
             let kernel = matches!(s.misc & misc::CPUMODE_MASK, misc::KERNEL | misc::GUEST_KERNEL);
             let mapping = s.addr.map(|a| mapping_name(&maps, pid, a));
-            let stack =
-                chain.map(|c| c.iter().copied().filter(|&a| a < PERF_CONTEXT_MAX).collect());
-            stats.sample(
-                tid,
-                pid,
-                major,
-                s.addr,
-                s.ip.map(|ip| (ip, kernel)),
-                mapping.as_deref(),
-                stack,
-            );
+            let has_stack = s.callchain.is_some() || s.stack_user.is_some();
+            let stack: Option<Vec<u64>> =
+                (has_stack && !frames.is_empty()).then(|| frames.iter().map(|f| f.ip).collect());
+            if let Some(k) = &stack {
+                stats.stack_names.entry((pid, k.clone())).or_insert_with(|| {
+                    frames.iter().map(frame_text).collect::<Vec<_>>().join(" <- ")
+                });
+            }
+            let ip = s.ip.map(|ip| (ip, kernel));
+            if let (Some((ip, k)), Some(f)) = (ip, frames.first()) {
+                let key = (ip, k, if k { 0 } else { pid });
+                stats.ip_names.entry(key).or_insert_with(|| frame_text(f));
+                *stats.functions.entry(function_text(f)).or_default() += 1;
+            }
+            stats.sample(tid, pid, major, s.addr, ip, mapping.as_deref(), stack);
         }
         Ev::Mmap { map, .. } => {
             maps.map(map.pid as i32, map.addr, map.len, map.pgoff, map.filename)
@@ -407,7 +419,8 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         missing.push(format!("every fault: {} samples stand for several faults each (their period > 1); the counts are samples (record with --period 1, as tp faults -- CMD does)", stats.sampled));
     }
     let mut out = String::new();
-    let names = Namer { tl: &tl, maps: &maps };
+    let names =
+        Namer { tl: &tl, maps: &maps, ip_names: &stats.ip_names, stack_names: &stats.stack_names };
     if select.json {
         write_json(&mut out, &stats, &names, &cov, &missing, args.top);
     } else {
@@ -416,6 +429,22 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     }
     super::print(&out)?;
     Ok(if cov.errors.is_empty() { 0 } else { 1 })
+}
+
+/// A frame as `function+0xOFF (file)`, the file by its base name (`[unknown]` parts as
+/// perf prints them).
+fn frame_text(f: &crate::symbols::Frame) -> String {
+    let mut s = String::new();
+    f.sym.symbol(&mut s);
+    let dso = f.sym.dso.rsplit('/').next().unwrap_or(&f.sym.dso);
+    s.push_str(&format!(" ({dso})"));
+    s
+}
+
+/// A frame's function as `function (file)`.
+fn function_text(f: &crate::symbols::Frame) -> String {
+    let dso = f.sym.dso.rsplit('/').next().unwrap_or(&f.sym.dso);
+    format!("{} ({dso})", f.sym.name.as_deref().unwrap_or("[unknown]"))
 }
 
 /// The mapping or file `addr` is in, in process `pid`.
@@ -431,12 +460,18 @@ fn mapping_name(maps: &Maps, pid: i32, addr: u64) -> String {
 struct Namer<'a> {
     tl: &'a Timeline,
     maps: &'a Maps,
+    /// Names crate::symbols gave (perf.data).
+    ip_names: &'a HashMap<(u64, bool, i32), String>,
+    stack_names: &'a HashMap<(i32, Vec<u64>), String>,
 }
 
 impl Namer<'_> {
     /// `sym+0x12` for a kernel address the kallsyms know, `file+0x34` for a user address in
     /// a file mapping, else `0x7f..`.
     fn ip(&self, ip: u64, kernel: bool, pid: i32) -> String {
+        if let Some(n) = self.ip_names.get(&(ip, kernel, if kernel { 0 } else { pid })) {
+            return n.clone();
+        }
         if kernel {
             if let Some(r) = self.tl.kallsyms().resolve(ip) {
                 return format!("{}+{:#x}", r.name, r.offset);
@@ -458,6 +493,9 @@ fn dev_name(dev: u64) -> String {
 
 /// A call path of process `pid`, innermost first, as `a <- b <- c`.
 fn stack_name(names: &Namer<'_>, pid: i32, stack: &[u64]) -> String {
+    if let Some(n) = names.stack_names.get(&(pid, stack.to_vec())) {
+        return n.clone();
+    }
     let kernel = |a: u64| a >= 1 << 63;
     stack.iter().map(|&a| names.ip(a, kernel(a), pid)).collect::<Vec<_>>().join(" <- ")
 }
@@ -527,6 +565,12 @@ fn write_text(out: &mut String, stats: &Stats, names: &Namer<'_>, cov: &Coverage
             names.ip(ip, kernel, pid),
             if kernel { "kernel" } else { "user" }
         );
+    }
+    if !stats.functions.is_empty() {
+        let _ = writeln!(out, "\nmost faulting functions:");
+        for (f, n) in Stats::top(stats.functions.iter().map(|(k, n)| (k.clone(), *n)), top) {
+            let _ = writeln!(out, "  {f:<50} {n:>9}");
+        }
     }
     if !stats.stacks.is_empty() {
         let _ = writeln!(out, "\nmost faulting call paths (innermost first):");
@@ -616,6 +660,18 @@ fn write_json(
         }
         let _ = write!(out, "{{\"ip\":{ip},\"kernel\":{kernel},\"name\":");
         json_str(out, &names.ip(ip, kernel, pid));
+        let _ = write!(out, ",\"faults\":{n}}}");
+    }
+    out.push_str("],\"functions\":[");
+    for (i, (f, n)) in Stats::top(stats.functions.iter().map(|(k, n)| (k.clone(), *n)), top)
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"function\":");
+        json_str(out, &f);
         let _ = write!(out, ",\"faults\":{n}}}");
     }
     out.push_str("],\"stacks\":[");

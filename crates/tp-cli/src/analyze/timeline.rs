@@ -33,7 +33,6 @@ use anyhow::Context;
 use tp_format::format::{EventFormat, Field};
 use tp_format::perfdata::attr::{event_type, flag};
 use tp_format::perfdata::record::Mmap;
-use tp_format::perfdata::sample;
 use tp_format::perfdata::{PerfData, Record, Sample};
 use tp_format::symbols::{Cmdlines, Kallsyms};
 use tp_format::tracedat::{BufferKind, Error, Item, PageSource, Records, TraceDat};
@@ -82,10 +81,10 @@ pub enum Ev<'a> {
     Sample {
         attr: usize,
         sample: &'a Sample<'a>,
-        /// The call stack in PERF_SAMPLE_CALLCHAIN's shape, innermost first, when recorded:
-        /// the kernel's walk, or with `--call-graph dwarf` the user part unwound offline
-        /// (crate tp-stack).
-        chain: Option<&'a [u64]>,
+        /// With [`Timeline::symbolize`]: the sample's stack named as perf script names it
+        /// (crate::symbols: the recorded callchain, a `--call-graph dwarf` user stack
+        /// unwound, or the IP alone), innermost first; else empty.
+        frames: &'a [crate::symbols::Frame],
         names: &'a Names<'a>,
     },
     /// A perf.data MMAP/MMAP2 record: a mapping in process `map.pid`'s address space.
@@ -248,6 +247,9 @@ pub struct Timeline {
     input: String,
     /// perf.data: its events (empty for a trace.dat).
     pub perf_attrs: Vec<PerfAttr>,
+    /// perf.data: name each sample's stack (set before [`Timeline::run`]; reading the
+    /// symbols costs, so only analyses that print them ask).
+    pub symbolize: bool,
     /// The events that name tasks, by ID (a table: one look-up per event of the window).
     namings: Vec<Option<Box<Naming>>>,
     /// Event ID -> index into the file's formats.
@@ -298,6 +300,7 @@ impl Timeline {
             src: Source::Dat(dat),
             input,
             perf_attrs: Vec::new(),
+            symbolize: false,
             namings,
             by_id,
             buffers,
@@ -340,14 +343,8 @@ impl Timeline {
         let big_endian = tracing.big_endian;
         let namings = namings(&tracing.events, big_endian);
         let mut cmdlines = tracing.tables.cmdlines;
-        let SideRecords { comms, kernel_map } = side_records(&data);
-        // perf writes no kallsyms into its files; perf reads the running kernel's.
-        let kallsyms = if tracing.tables.kallsyms.is_empty() {
-            this_kernels_kallsyms(&data, kernel_map).unwrap_or(tracing.tables.kallsyms)
-        } else {
-            tracing.tables.kallsyms
-        };
-        for (tid, comm) in comms {
+        let kallsyms = tracing.tables.kallsyms;
+        for (tid, comm) in comm_records(&data) {
             // Names of tasks no record of the window names: their last in the file.
             if cmdlines.known(tid).is_none() {
                 cmdlines.insert(tid, &comm);
@@ -357,6 +354,7 @@ impl Timeline {
             src: Source::Perf { data, formats: tracing.events, kallsyms },
             input,
             perf_attrs,
+            symbolize: false,
             namings,
             by_id,
             buffers: vec![(0, String::new())],
@@ -553,9 +551,10 @@ impl Timeline {
         let be = self.big_endian;
         let mut records = data.records(true)?;
         let mut n = 0u64;
-        // User stacks copied with the samples (`--call-graph dwarf`) are unwound here.
-        let dwarf = data.attrs.iter().any(|a| a.attr.sample_type & sample::STACK_USER != 0);
-        let mut unwinder = dwarf.then(tp_stack::Unwinder::new);
+        let mut symbols = self
+            .symbolize
+            .then(|| crate::symbols::Symbols::new(&data.attrs, &data.features, Default::default()));
+        let mut frames = Vec::new();
         while let Some(item) = records.next() {
             let item = match item {
                 Ok(i) => i,
@@ -575,8 +574,8 @@ impl Timeline {
                     continue;
                 }
             };
-            if let Some(u) = unwinder.as_mut() {
-                u.observe(&record);
+            if let Some(s) = symbols.as_mut() {
+                s.note(&record);
             }
             match record {
                 Record::Sample(s) => {
@@ -601,14 +600,11 @@ impl Timeline {
                             sink(Ev::Event(e));
                         }
                         _ => {
-                            let chain = match unwinder.as_mut() {
-                                Some(u) if s.stack_user.is_some() => {
-                                    Some(u.callchain(&s, &data.attrs[attr].attr))
-                                }
-                                _ => s.callchain.map(|_| s.callchain().collect()),
-                            };
-                            let chain = chain.as_deref();
-                            sink(Ev::Sample { attr, sample: &s, chain, names: &names })
+                            frames.clear();
+                            if let Some(sy) = symbols.as_mut() {
+                                sy.stack(Some(&data.attrs[attr]), &s, &mut frames);
+                            }
+                            sink(Ev::Sample { attr, sample: &s, frames: &frames, names: &names })
                         }
                     }
                 }
@@ -757,62 +753,19 @@ fn common(d: &[u8], be: bool) -> (u16, i32) {
     }
 }
 
-/// A quick pass over a perf.data's side records in file order: each task's last name (COMM),
-/// and where the kernel's text was (perf's kernel map: pid -1, `[kernel.kallsyms]...`).
-fn side_records(data: &PerfData<File>) -> SideRecords {
-    use tp_format::perfdata::kind;
+/// Each task's last name in a perf.data's COMM records (a quick pass in file order).
+fn comm_records(data: &PerfData<File>) -> Vec<(i32, String)> {
     let mut last: HashMap<i32, String> = HashMap::new();
-    let mut kernel = None;
-    let Ok(mut records) = data.records(false) else { return SideRecords::default() };
+    let Ok(mut records) = data.records(false) else { return Vec::new() };
     while let Some(raw) = records.next_raw() {
         let Ok(raw) = raw else { break }; // the main pass reports it
-        match raw.kind {
-            kind::COMM => {
-                if let Ok(Record::Comm { tid, comm, .. }) = raw.parse(None) {
-                    last.insert(tid as i32, comm.to_string());
-                }
+        if raw.kind == tp_format::perfdata::kind::COMM {
+            if let Ok(Record::Comm { tid, comm, .. }) = raw.parse(None) {
+                last.insert(tid as i32, comm.to_string());
             }
-            kind::MMAP | kind::MMAP2 => {
-                if let Ok(Record::Mmap(m, _) | Record::Mmap2(m, _)) = raw.parse(None) {
-                    if m.pid == u32::MAX && m.filename.starts_with("[kernel.kallsyms]") {
-                        kernel = Some((m.addr, m.pgoff));
-                    }
-                }
-            }
-            _ => {}
         }
     }
-    SideRecords { comms: last.into_iter().collect(), kernel_map: kernel }
-}
-
-/// What [`side_records`] found.
-#[derive(Default)]
-struct SideRecords {
-    /// (tid, its last name).
-    comms: Vec<(i32, String)>,
-    /// perf's kernel map: (start, pgoff).
-    kernel_map: Option<(u64, u64)>,
-}
-
-/// This machine's /proc/kallsyms, when the perf.data was recorded on this very kernel: the
-/// same release and its kernel map at this kernel's `_text` (the same boot's KASLR offset),
-/// as perf itself resolves kernel addresses.
-fn this_kernels_kallsyms(
-    data: &PerfData<File>,
-    kernel_map: Option<(u64, u64)>,
-) -> Option<Kallsyms> {
-    let (addr, pgoff) = kernel_map?;
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    if data.features.osrelease.as_deref() != Some(release.trim()) {
-        return None;
-    }
-    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
-    let at = text.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let (a, _, name) = (f.next()?, f.next()?, f.next()?);
-        (name == "_text").then(|| u64::from_str_radix(a, 16).ok()).flatten()
-    })?;
-    (at != 0 && (at == addr || at == pgoff)).then(|| Kallsyms::from_text(text))
+    last.into_iter().collect()
 }
 
 fn message(input: &str, e: &Error) -> String {
