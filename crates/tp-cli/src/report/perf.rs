@@ -144,19 +144,13 @@ pub fn symbolizer<R>(args: &Args, data: &PerfData<R>) -> Option<Symbols> {
 
 /// A stack's frames as perf script prints them under a sample: `\t%16x sym+off (dso)`,
 /// `\t%16x name+off (inlined)` lines for the functions DWARF places there (innermost
-/// first), `  file:line` after a frame with `--srcline`.
+/// first), `  file:line` after a frame with `--srcline` (each frame's lines made once).
 pub fn write_frames(out: &mut String, frames: &[Frame]) {
     for f in frames {
-        for name in &f.sym.inlined {
-            let _ = writeln!(out, "\t{:16x} {name}+{:#x} (inlined)", f.addr, f.sym.offset);
-        }
-        if f.sym.shown {
-            let _ = write!(out, "\t{:16x} ", f.addr);
-            f.sym.symbol(out);
-            let _ = writeln!(out, " ({})", f.sym.dso);
-        }
-        if let Some(l) = &f.sym.srcline {
-            let _ = writeln!(out, "  {l}");
+        if f.sym.lines.is_empty() {
+            f.sym.write_lines(out, f.addr);
+        } else {
+            out.push_str(&f.sym.lines);
         }
     }
 }

@@ -69,9 +69,37 @@ pub struct Resolved {
     /// outermost function is named otherwise than the symbol (perf prints DWARF's name,
     /// as inlined, for `__libc_start_main`'s `__libc_start_main_impl`).
     pub shown: bool,
+    /// The frame's lines under a sample (`\t%16x sym+off (dso)`, inlined and srcline lines
+    /// included), made once; empty when the printed address is not the same for every use
+    /// (unmapped addresses, perf maps).
+    pub lines: String,
 }
 
 impl Resolved {
+    /// Make [`Resolved::lines`] for frames printed at `addr`.
+    fn with_lines(mut self, addr: u64) -> Resolved {
+        let mut out = String::with_capacity(64);
+        self.write_lines(&mut out, addr);
+        self.lines = out;
+        self
+    }
+
+    /// perf script's lines for this frame at printed address `addr`: `name+off (inlined)`
+    /// for the functions DWARF places there, the frame's own `sym+off (dso)`, `  file:line`.
+    pub fn write_lines(&self, out: &mut String, addr: u64) {
+        for name in &self.inlined {
+            let _ = writeln!(out, "\t{addr:16x} {name}+{:#x} (inlined)", self.offset);
+        }
+        if self.shown {
+            let _ = write!(out, "\t{addr:16x} ");
+            self.symbol(out);
+            let _ = writeln!(out, " ({})", self.dso);
+        }
+        if let Some(l) = &self.srcline {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+
     /// `name+0xOFF`, or `[unknown]`.
     pub fn symbol(&self, out: &mut String) {
         match &self.name {
@@ -108,6 +136,9 @@ enum FileSyms {
     None,
 }
 
+/// A hash map with a fast hash: its keys are small numbers looked up once per frame.
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<rustc_hash::FxHasher>>;
+
 /// Memo keys for addresses that are not in a mapped file.
 const KERNEL: u32 = u32::MAX;
 
@@ -128,7 +159,7 @@ pub struct Symbols {
     files: Vec<MappedFile>,
     /// Mapping names (by their `Rc`'s address, the `Rc` kept so it is not reused) and by
     /// name -> index in `files`.
-    by_ptr: HashMap<usize, (Rc<str>, u32)>,
+    by_ptr: FxMap<usize, (Rc<str>, u32)>,
     by_name: HashMap<Rc<str>, u32>,
     symbolizer: Symbolizer,
     /// The kernel's symbols, if known.
@@ -139,7 +170,7 @@ pub struct Symbols {
     build_ids: HashMap<String, Vec<u8>>,
     /// (file or KERNEL, file offset or address, with DWARF's inlined functions) -> what it
     /// resolved to.
-    memo: HashMap<(u32, u64, bool), Rc<Resolved>>,
+    memo: FxMap<(u32, u64, bool), Rc<Resolved>>,
     /// Things the user should know (kernel symbols not available, a file not found), each
     /// said once; the caller prints them.
     pub notes: Vec<String>,
@@ -192,7 +223,7 @@ impl Symbols {
             unwinder: dwarf.then(tp_stack::Unwinder::new),
             spaces: Maps::default(),
             files: Vec::new(),
-            by_ptr: HashMap::new(),
+            by_ptr: FxMap::default(),
             by_name: HashMap::new(),
             symbolizer,
             kallsyms,
@@ -204,9 +235,10 @@ impl Symbols {
                 srcline: None,
                 inlined: Vec::new(),
                 shown: true,
+                lines: String::new(),
             }),
             build_ids,
-            memo: HashMap::new(),
+            memo: FxMap::default(),
             notes,
         }
     }
@@ -351,6 +383,7 @@ impl Symbols {
             srcline: None,
             inlined: Vec::new(),
             shown: true,
+            lines: String::new(),
         };
         if let Some((name, offset, module)) = self.kallsyms.as_ref().and_then(|k| k.find(addr)) {
             r.name = Some(name);
@@ -360,7 +393,7 @@ impl Symbols {
                 r.dso = m;
             }
         }
-        let r = Rc::new(r);
+        let r = Rc::new(r.with_lines(addr));
         self.memo.insert((KERNEL, addr, false), r.clone());
         r
     }
@@ -381,6 +414,7 @@ impl Symbols {
             srcline: None,
             inlined: Vec::new(),
             shown: true,
+            lines: String::new(),
         };
         match self.files[i].syms.as_ref() {
             Some(FileSyms::PerfMap(funcs)) => {
@@ -420,7 +454,7 @@ impl Symbols {
             }
             _ => {}
         }
-        (Rc::new(r), false)
+        (Rc::new(r.with_lines(off)), false)
     }
 
     /// Where to read mapped file `file`'s symbols.
