@@ -17,7 +17,7 @@ use std::fs::File;
 mod count;
 mod perf;
 mod pipeline;
-mod profile;
+pub mod profile;
 
 #[derive(clap::Args, Clone)]
 pub struct Args {

@@ -237,6 +237,39 @@ fn c_program_symbols_folded_and_flame_graph_agree_with_perf() {
         "no prog.c:LINE in --srcline"
     );
 
+    // tp convert --to firefox: the Firefox Profiler's processed profile, one sample per
+    // perf script sample, stacks decoded through its tables ending main -> a -> b -> c.
+    let ff = tmp.path("profile.json");
+    run(Command::new(TP)
+        .args(["convert", "-i", cpu.to_str().unwrap(), "--to", "firefox", "-o"])
+        .arg(&ff));
+    let p: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ff).unwrap()).unwrap();
+    assert!(p["meta"]["version"].is_u64(), "{}", p["meta"]);
+    let t = &p["threads"][0];
+    assert_eq!(t["name"], "prog");
+    let n = t["samples"]["length"].as_u64().unwrap() as usize;
+    assert_eq!(n, stacks(&perf_script(&cpu)).len(), "samples in the profile");
+    let stacks_in_profile: Vec<Vec<String>> = (0..n)
+        .map(|i| {
+            let mut names = Vec::new();
+            let mut at = t["samples"]["stack"][i].as_u64();
+            while let Some(st) = at {
+                let frame = t["stackTable"]["frame"][st as usize].as_u64().unwrap() as usize;
+                let func = t["frameTable"]["func"][frame].as_u64().unwrap() as usize;
+                let name = t["funcTable"]["name"][func].as_u64().unwrap() as usize;
+                names.push(t["stringArray"][name].as_str().unwrap().to_string());
+                at = t["stackTable"]["prefix"][st as usize].as_u64();
+            }
+            names.reverse();
+            names
+        })
+        .collect();
+    assert!(
+        stacks_in_profile.iter().any(|s| s.windows(4).any(|w| w == ["main", "a", "b", "c"])),
+        "{stacks_in_profile:?}"
+    );
+
     // --top: the spinning function is the hottest, main is in every stack.
     let top = tp_report(&cpu, &["--top"]);
     let rows: Vec<&str> = top.lines().filter(|l| !l.starts_with('#')).collect();

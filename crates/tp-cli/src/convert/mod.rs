@@ -1,5 +1,6 @@
-//! `tp convert -i FILE --to perfetto -o OUT`: a recording in another tool's format.
+//! `tp convert -i FILE --to perfetto|firefox -o OUT`: a recording in another tool's format.
 
+pub mod firefox;
 pub mod perfetto;
 mod proto;
 
@@ -9,6 +10,9 @@ use std::path::PathBuf;
 pub enum Format {
     /// Perfetto's protobuf trace (ui.perfetto.dev opens it).
     Perfetto,
+    /// The Firefox Profiler's processed profile of a perf.data's samples and stacks
+    /// (profiler.firefox.com opens it).
+    Firefox,
 }
 
 #[derive(clap::Args, Debug)]
@@ -27,5 +31,6 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.to {
         Format::Perfetto => perfetto::run(&args.input, &args.output),
+        Format::Firefox => firefox::run(&args.input, &args.output),
     }
 }

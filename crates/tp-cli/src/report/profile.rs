@@ -15,11 +15,19 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use tp_format::perfdata::{PerfData, Record};
+use tp_format::perfdata::{PerfData, Sample};
 
 use super::perf::{symbolizer, Event};
 use super::{Args, Output};
+use crate::symbols::walk::walk;
 use crate::symbols::Frame;
+
+/// The functions of a frame, outermost first: the frame's own function (`None`:
+/// unknown) unless DWARF names it otherwise, then the ones inlined in it.
+pub fn outer_first(f: &Frame) -> impl Iterator<Item = Option<&str>> + '_ {
+    let own = f.sym.shown.then(|| f.sym.name.as_deref());
+    own.into_iter().chain(f.sym.inlined.iter().rev().map(|n| Some(&**n)))
+}
 
 pub fn run<R: std::io::Read + std::io::Seek>(
     args: &Args,
@@ -29,83 +37,34 @@ pub fn run<R: std::io::Read + std::io::Seek>(
     let Some(mut syms) = symbolizer(args, data) else {
         anyhow::bail!("{}: its samples carry no addresses (record with -g for stacks)", args.input);
     };
-    let mut comms: HashMap<u32, String> = HashMap::new();
     let mut folded: HashMap<String, u64> = HashMap::new();
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut status = 0;
     let mut stacks = 0u64;
-    let mut records = data.records(true)?;
-    while let Some(item) = records.next() {
-        let item = match item {
-            Ok(i) => i,
-            Err(e) => {
-                eprintln!("tp: {}: {e}", args.input);
-                status = 1;
-                continue;
-            }
-        };
-        let attr = item.event;
-        let r = match item.parse() {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("tp: {}: {e}", args.input);
-                status = 1;
-                continue;
-            }
-        };
-        match r {
-            Record::Sample(ref s) => {
-                let Some(ev) = attr.and_then(|i| events.get(i)) else { continue };
-                let cpu_ok = args.cpus.is_empty() || s.cpu.is_some_and(|c| args.cpus.contains(&c));
-                let pid_ok = args.pids.is_empty()
-                    || [s.pid, s.tid].iter().flatten().any(|&p| args.pids.contains(&(p as i32)));
-                if !ev.wanted || !cpu_ok || !pid_ok {
-                    continue;
-                }
-                syms.stack(attr.and_then(|i| data.attrs.get(i)), s, &mut frames);
-                let tid = s.tid.or(s.pid).unwrap_or(0);
-                let weight = if ev.tracepoint { 1 } else { s.period.unwrap_or(1) };
-                let mut line = match comms.get(&tid) {
-                    Some(c) => c.replace(' ', "_"),
-                    None => format!(":{tid}"),
-                };
-                for f in frames.iter().rev() {
-                    line.push(';');
-                    // Outermost first: the frame's own function, then what is inlined in it.
-                    let mut first = true;
-                    if f.sym.shown {
-                        push_folded_name(&mut line, f.sym.name.as_deref(), &f.sym.dso);
-                        first = false;
-                    }
-                    for name in f.sym.inlined.iter().rev() {
-                        if !first {
-                            line.push(';');
-                        }
-                        push_folded_name(&mut line, Some(name), &f.sym.dso);
-                        first = false;
-                    }
-                }
-                if !frames.is_empty() {
-                    *folded.entry(line).or_default() += weight;
-                    stacks += 1;
-                }
-            }
-            Record::Comm { tid, comm, .. } => {
-                comms.insert(tid, comm.to_string());
-                syms.note(&r);
-            }
-            Record::Fork(t, _) => {
-                if let Some(c) = comms.get(&t.ptid).cloned() {
-                    comms.insert(t.tid, c);
-                }
-                syms.note(&r);
-            }
-            _ => syms.note(&r),
+    let keep = |e: usize, s: &Sample<'_>| {
+        let cpu_ok = args.cpus.is_empty() || s.cpu.is_some_and(|c| args.cpus.contains(&c));
+        let pid_ok = args.pids.is_empty()
+            || [s.pid, s.tid].iter().flatten().any(|&p| args.pids.contains(&(p as i32)));
+        events.get(e).is_some_and(|ev| ev.wanted) && cpu_ok && pid_ok
+    };
+    let status = walk(&args.input, data, &mut syms, keep, |w| {
+        if w.frames.is_empty() {
+            return;
         }
-    }
-    for n in &syms.notes {
-        eprintln!("tp: {n}");
-    }
+        let s = w.sample;
+        let tid = s.tid.or(s.pid).unwrap_or(0);
+        let weight = if events[w.event].tracepoint { 1 } else { s.period.unwrap_or(1) };
+        let mut line = match w.comm {
+            Some(c) => c.replace(' ', "_"),
+            None => format!(":{tid}"),
+        };
+        for f in w.frames.iter().rev() {
+            for name in outer_first(f) {
+                line.push(';');
+                push_folded_name(&mut line, name, &f.sym.dso);
+            }
+        }
+        *folded.entry(line).or_default() += weight;
+        stacks += 1;
+    })?;
     let mut lines: Vec<(String, u64)> = folded.into_iter().collect();
     lines.sort();
     if let Some(svg) = &args.flamegraph {

@@ -22,6 +22,7 @@
 
 pub mod kallsyms;
 pub mod symtab;
+pub mod walk;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
