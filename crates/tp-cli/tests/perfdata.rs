@@ -441,14 +441,12 @@ impl Drop for Instance {
 /// sample from the same arguments), and every tracepoint line tp prints from perf's raw
 /// sample is found, byte for byte after the timestamp, in the kernel's `trace` text of that
 /// CPU (same task, within 20 ms: the two probes read the clock separately, and this VM's
-/// CPU can be taken away between them). The flags
+/// CPU can be taken away between them; the window was 1 ms, so on a loaded machine a hit
+/// near either end of perf's span could have its twin just outside it). The flags
 /// column is not compared: perf's probe writes the record one preemption level deeper
 /// (`common_preempt_count` is one more than in the ftrace record of the same hit, e.g.
 /// `d..3.` for the kernel's `d..2.`), and tp prints the record as perf stored it.
 #[test]
-#[ignore = "flaky on a shared machine: some runs find hits with no twin in the instance's text \
-            (from 1 in 40,000 to bursts of thousands of another process's system calls, with \
-            the buffer reporting nothing dropped), not understood yet; run with --ignored"]
 fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
     let _turn = SYSTEM_WIDE.lock().unwrap_or_else(|e| e.into_inner());
     let inst = Instance::new("perfk");
@@ -489,7 +487,7 @@ fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
             break;
         };
         for l in stats.lines() {
-            for key in ["overrun:", "dropped events:"] {
+            for key in ["overrun:", "commit overrun:", "dropped events:"] {
                 if let Some(v) = l.strip_prefix(key) {
                     not_kept += v.trim().parse::<u64>().unwrap_or(0);
                 }
@@ -505,15 +503,17 @@ fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
         .map(|l| parse_tp_line(l).unwrap_or_else(|| panic!("{l}")))
         .collect();
     let (first, last) = (tp.first().unwrap().3, tp.last().unwrap().3);
-    // Per (CPU, task, event text): kernel lines within perf's time span (the two probes
-    // read the clock separately) minus tp's lines. A hit's two records can be written in
-    // different orders (an interrupt's tracepoint between the two probes), so lines are
-    // compared as multisets, not in sequence.
+    // Per (CPU, task, event text): kernel lines within perf's time span and 20 ms (the two
+    // probes read the clock separately) minus tp's lines. A hit's two records can be
+    // written in different orders (an interrupt's tracepoint between the two probes), so
+    // lines are compared as multisets, not in sequence.
+    const SLACK_US: u64 = 20_000;
+    let key = |cpu: u32, tid: u32, name: &str, text: &str| (cpu, tid, format!("{name}: {text}"));
     let mut count: std::collections::HashMap<(u32, u32, String), i64> = Default::default();
     for l in kernel.lines().filter(|l| !l.starts_with('#')) {
         if let Some(k) = parse_tp_line(l) {
-            if k.3 + 1000 >= first && k.3 <= last + 1000 {
-                *count.entry((k.2, k.1, format!("{}: {}", k.4, k.5))).or_default() += 1;
+            if k.3 + SLACK_US >= first && k.3 <= last + SLACK_US {
+                *count.entry(key(k.2, k.1, &k.4, &k.5)).or_default() += 1;
             }
         }
     }
@@ -525,19 +525,20 @@ fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
     }
     let mut found = 0usize;
     for t in &tp {
-        if not_kept > 0 && kept_from.get(&t.2).map_or(true, |&f| t.3 < f + 1000) {
+        if not_kept > 0 && kept_from.get(&t.2).map_or(true, |&f| t.3 < f + SLACK_US) {
             continue;
         }
         found += 1;
-        *count.entry((t.2, t.1, format!("{}: {}", t.4, t.5))).or_default() -= 1;
+        *count.entry(key(t.2, t.1, &t.4, &t.5)).or_default() -= 1;
     }
     let missing: Vec<_> =
         count.iter().filter(|(_, &n)| n < 0).map(|(k, n)| format!("{n} x {k:?}")).collect();
     let n_missing: i64 = count.values().filter(|&&n| n < 0).map(|n| -n).sum();
     assert!(found > 100, "{found} lines compared");
-    // Rarely (about one line in 40,000 in some runs here, with the kernel's buffer reporting
-    // nothing dropped) a sys_enter sample has no twin in the instance's text; not understood
-    // yet. A rendering difference would miss every line of its kind.
+    // Runs here once found hits without a twin (about one line in 40,000, once bursts of
+    // another process's calls) with the buffer reporting nothing dropped; not seen since the
+    // window became 20 ms and the -a tests take turns (10 runs beside CPU and syscall
+    // load), but not explained either: the tolerance stays.
     if n_missing > 0 {
         eprintln!("{n_missing} of {found} lines not in the kernel's text: {missing:?}");
     }
@@ -567,6 +568,7 @@ fn line_us(l: &str) -> Option<u64> {
 #[test]
 fn several_inputs_merge_into_one_timeline() {
     use std::io::BufRead;
+    let _turn = SYSTEM_WIDE.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = Tmp::new("merge");
     let (dat, data) = (tmp.path("t.dat"), tmp.path("p.data"));
     let mut tracefs = Command::new(TP)
