@@ -163,7 +163,9 @@ pub struct Symbols {
     by_ptr: FxMap<usize, (Rc<str>, u32)>,
     by_name: HashMap<Rc<str>, u32>,
     symbolizer: Symbolizer,
-    /// The kernel's symbols, if known.
+    /// Where the kernel's symbols are, if known; read at the first kernel address (a
+    /// file of user samples only never reads the kernel's 100,000 lines).
+    kallsyms_path: Option<PathBuf>,
     kallsyms: Option<Kallsyms>,
     kernel_dso: Rc<str>,
     unknown: Rc<Resolved>,
@@ -206,13 +208,6 @@ impl Symbols {
             }
             _ => Some(PathBuf::from("/proc/kallsyms")),
         };
-        let kallsyms = kallsyms.and_then(|p| match std::fs::read_to_string(&p) {
-            Ok(text) => Some(Kallsyms::parse(&text)).filter(|k| !k.is_empty()),
-            Err(e) => {
-                notes.push(format!("kernel symbols unknown: cannot read {}: {e}", p.display()));
-                None
-            }
-        });
         let symbolizer = Symbolizer::builder()
             .enable_demangling(false)
             .enable_code_info(opts.srcline)
@@ -227,7 +222,8 @@ impl Symbols {
             by_ptr: FxMap::default(),
             by_name: HashMap::new(),
             symbolizer,
-            kallsyms,
+            kallsyms_path: kallsyms,
+            kallsyms: None,
             kernel_dso: "[kernel.kallsyms]".into(),
             unknown: Rc::new(Resolved {
                 name: None,
@@ -386,6 +382,14 @@ impl Symbols {
             shown: true,
             lines: String::new(),
         };
+        if let Some(p) = self.kallsyms_path.take() {
+            match std::fs::read_to_string(&p) {
+                Ok(text) => self.kallsyms = Some(Kallsyms::parse(&text)).filter(|k| !k.is_empty()),
+                Err(e) => self
+                    .notes
+                    .push(format!("kernel symbols unknown: cannot read {}: {e}", p.display())),
+            }
+        }
         if let Some((name, offset, module)) = self.kallsyms.as_ref().and_then(|k| k.find(addr)) {
             r.name = Some(name);
             r.offset = offset;
