@@ -14,7 +14,9 @@ use std::process::Command;
 use object::{Object, ObjectSegment, ObjectSymbol};
 use tp_format::perfdata::{PerfData, Record};
 
-const TP: &str = env!("CARGO_BIN_EXE_tp");
+mod common;
+use common::{Tmp, TP};
+
 const GETPPID: i64 = 110;
 const CHAIN: [&str; 4] = ["c", "b", "a", "main"];
 
@@ -43,26 +45,6 @@ __attribute__((noinline)) long b(long n) { long r = c(n); __asm__ volatile("" ::
 __attribute__((noinline)) long a(long n) { long r = b(n); __asm__ volatile("" ::: "memory"); return r + 1; }
 int main(int argc, char **argv) { long n = argc > 1 ? atol(argv[1]) : 1000; return a(n) == 42; }
 "#;
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let p = std::env::temp_dir().join(format!("tp-callchains-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn build(tmp: &Tmp, name: &str, flags: &[&str]) -> PathBuf {
     let src = tmp.path("chain.c");

@@ -441,22 +441,7 @@ impl Producer<'_> {
         match then {
             Some(name) if self.mode != Mode::Json && table != Some(name) => {
                 let mut out = String::new();
-                let ctx = text::Context {
-                    comm: name,
-                    pid: c.pid,
-                    tgid: None,
-                    cpu,
-                    flags: c.flags,
-                    preempt_count: c.preempt_count,
-                    ts,
-                };
-                text::write_context(&mut out, &ctx, self.renderer.options.columns, true);
-                if self.mode == Mode::Raw {
-                    self.renderer.render_raw(raw, &mut out);
-                } else {
-                    self.renderer.render_text(raw, &mut out);
-                }
-                out.push('\n');
+                self.kernel_line(&mut out, name, &c, cpu, ts, raw);
                 feed.text(ts, out)
             }
             _ => {
@@ -493,22 +478,7 @@ impl Producer<'_> {
                     Some(n) => n.as_str(),
                     None => self.renderer.tables.cmdlines.comm(c.pid),
                 };
-                let ctx = text::Context {
-                    comm: name,
-                    pid: c.pid,
-                    tgid: None,
-                    cpu,
-                    flags: c.flags,
-                    preempt_count: c.preempt_count,
-                    ts,
-                };
-                text::write_context(&mut out, &ctx, self.renderer.options.columns, true);
-                if self.mode == Mode::Raw {
-                    self.renderer.render_raw(raw, &mut out);
-                } else {
-                    self.renderer.render_text(raw, &mut out);
-                }
-                out.push('\n');
+                self.kernel_line(&mut out, name, &c, cpu, ts, raw);
             }
             None => {
                 // Not a record the renderer knows: its line from the pipeline, then the stack.
@@ -522,6 +492,35 @@ impl Producer<'_> {
 
     /// `comm tid [cpu] time: ` as perf script starts its lines (the name unpadded before a
     /// stack).
+    /// A tracepoint sample's line as the kernel's `trace` file prints its raw record, under
+    /// the task name `comm` (the name at the time, as perf script gives it).
+    fn kernel_line(
+        &self,
+        out: &mut String,
+        comm: &str,
+        c: &tp_format::render::Common,
+        cpu: u32,
+        ts: u64,
+        raw: &[u8],
+    ) {
+        let ctx = text::Context {
+            comm,
+            pid: c.pid,
+            tgid: None,
+            cpu,
+            flags: c.flags,
+            preempt_count: c.preempt_count,
+            ts,
+        };
+        text::write_context(out, &ctx, self.renderer.options.columns, true);
+        if self.mode == Mode::Raw {
+            self.renderer.render_raw(raw, out);
+        } else {
+            self.renderer.render_text(raw, out);
+        }
+        out.push('\n');
+    }
+
     fn head(&self, out: &mut String, tid: u32, cpu: Option<u32>, time: Option<u64>, pad: bool) {
         if pad {
             let _ = write!(out, "{:>16} {tid:>5} ", self.comm(tid));
