@@ -243,6 +243,7 @@ pub mod __private {
     pub use crate::registry::TRACEPOINTS;
     pub use crate::sdt::SEMAPHORE;
     pub use crate::site::{Emit, Everything, Meta, RecordOnly, TypedProbe, RECORD};
+    pub use crate::stack::frame_pointer;
     pub use core::marker::PhantomData;
     pub use linkme;
     pub use tp_macros::paste;

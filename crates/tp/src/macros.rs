@@ -149,7 +149,9 @@ macro_rules! trace_event {
                         $($arg),*
                     );
                 } else {
-                    [<__tp_fire_all_ $name>](__tp_state, $($arg),*);
+                    // Where a user stack starts: this frame's record (see `stack::capture`).
+                    let __tp_fp = $crate::__private::frame_pointer().unwrap_or(0);
+                    [<__tp_fire_all_ $name>](__tp_state, __tp_fp, $($arg),*);
                 }
             }
 
@@ -157,13 +159,14 @@ macro_rules! trace_event {
             #[cold]
             #[inline(never)]
             #[allow(dead_code, clippy::too_many_arguments)]
-            fn [<__tp_fire_all_ $name>](__tp_state: u8, $($arg: $aty),*) {
+            fn [<__tp_fire_all_ $name>](__tp_state: u8, __tp_fp: usize, $($arg: $aty),*) {
                 let __tp_args = ($($arg,)*);
                 [<__tp_build_ $name>](
                     $crate::__private::Everything {
                         site: &[<__tp_site_ $name>],
                         state: __tp_state,
                         args: &__tp_args as *const _ as *const (),
+                        fp: __tp_fp,
                     },
                     $($arg),*
                 );

@@ -424,15 +424,16 @@ pub struct Everything {
     pub site: &'static Site,
     pub state: u8,
     pub args: *const (),
+    /// `__tp_fire_NAME`'s frame pointer, where a user stack starts (see `stack::capture`).
+    pub fp: usize,
 }
 
 impl Emit for Everything {
     #[inline(always)]
     fn emit<W: Fn(&mut RecordWriter, Common)>(self, len: usize, write: W) {
-        let Everything { site, state, args } = self;
+        let Everything { site, state, args, fp } = self;
         let raw = if state & RECORD != 0 { crate::clock::raw_now() } else { 0 };
-        // Here, straight in `__tp_fire_all_NAME`: see `stack::capture`.
-        let frames = if state & STACK != 0 { crate::stack::capture(&write) } else { [0; 8] };
+        let frames = if state & STACK != 0 { crate::stack::capture(fp) } else { [0; 8] };
         ctx::with(|ctx| {
             let _g = ReadGuard::new(ctx);
             let mut rec = None;

@@ -42,19 +42,20 @@ pub(crate) fn format_text() -> String {
     )
 }
 
-/// The caller's user stack: up to [`DEPTH`] return addresses, 0 after the last.
+/// The firing function's user stack: up to [`DEPTH`] return addresses, 0 after the last.
 ///
-/// Called straight from a tracepoint's `__tp_fire_all_NAME` (through `inline(always)`
-/// functions only), which `__tp_fire_NAME` called from the function that fired the event:
-/// the first two return addresses are into those two and are left out, so the stack starts
-/// at the return address into the firing function. Generic so that it is compiled in the
-/// program's crate, with the program's frame pointer setting, like the two it skips.
-#[inline(never)]
-pub(crate) fn capture<W>(_site_specific: &W) -> [u64; DEPTH] {
+/// `fp` is the frame pointer of `__tp_fire_NAME` (read there by [`frame_pointer`]), the
+/// function the firing function called: its frame record's return address is the first
+/// entry. Taken there rather than counted up from here because an optimized build may
+/// reach `__tp_fire_all_NAME` by a tail call, leaving one frame fewer between (its frame
+/// record then sits at the same address, with the same contents).
+pub(crate) fn capture(fp: usize) -> [u64; DEPTH] {
     let mut out = [0u64; DEPTH];
-    let Some(fp) = frame_pointer() else { return out };
+    if fp == 0 {
+        return out;
+    }
     let (lo, hi) = stack_bounds();
-    walk(fp, lo, hi, 2, &mut out);
+    walk(fp, lo, hi, 0, &mut out);
     out
 }
 
@@ -83,8 +84,10 @@ fn walk(mut fp: usize, lo: usize, hi: usize, skip: usize, out: &mut [u64; DEPTH]
     }
 }
 
+/// This function's frame pointer register (where frame pointers are kept: the address of
+/// its frame record); `None` on architectures without a known one.
 #[inline(always)]
-fn frame_pointer() -> Option<usize> {
+pub fn frame_pointer() -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         let fp: usize;
