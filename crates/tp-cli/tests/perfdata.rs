@@ -3,11 +3,11 @@
 //! Debian's `linux-perf` and runs as root; fails loudly without them).
 
 mod common;
-use common::{Tmp, TP};
+use common::{SmallDisk, Tmp, TP};
 
-use std::io::Cursor;
+use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use tp_format::perfdata::attr::{event_type, flag};
 use tp_format::perfdata::record::{Sample, SampleId};
@@ -409,6 +409,83 @@ fn truncated_perf_data_reads_up_to_the_damage() {
     assert!(n > full / 4 && n < full, "{n} of {full} lines");
     assert!(err.contains("perf.data offset") && err.contains("truncated"), "{err}");
     assert_eq!(err.lines().filter(|l| l.contains("truncated")).count(), 1, "{err}");
+}
+
+/// A disk that fills while `tp record` writes perf.data: one line says so (with the samples
+/// kept and those not written, counted as lost), the events' fds are closed while the
+/// command runs on, tp exits 1, and the file, cut back to its last whole round with its
+/// features and header written, reads in tp report and perf script alike.
+#[test]
+fn a_full_disk_keeps_a_readable_perf_data() {
+    // The file keeps whole rounds (one pass over the rings: up to MBs when tp falls behind),
+    // so the disk holds several.
+    let disk = SmallDisk::new("full", "8m");
+    let f = disk.0.path("perf.data");
+    // 200,000 syscalls: about 24 MB of samples, three times the disk; then 3 s to look at tp
+    // while the command runs on unrecorded.
+    let work = "dd if=/dev/zero of=/dev/null bs=1 count=100000 2>/dev/null; sleep 3";
+    let mut c = Command::new(TP)
+        .args(["record", "--perf", "-e", "raw_syscalls:sys_enter", "-o"])
+        .arg(&f)
+        .args(["--", "sh", "-c", work])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tp_pid = c.id();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let mut stderr = String::new();
+    while !stderr.contains("the disk of") {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        stderr.push_str(&line);
+    }
+    assert!(stderr.contains("the command runs on"), "{stderr}");
+    let state = std::fs::read_to_string(format!("/proc/{tp_pid}/stat")).unwrap();
+    let state = state.rsplit(") ").next().unwrap().chars().next();
+    assert!(state.is_some_and(|s| s != 'Z'), "tp exited before the command: {stderr}");
+    let perf_fds: Vec<String> = std::fs::read_dir(format!("/proc/{tp_pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|l| l.display().to_string())
+        .filter(|l| l.contains("perf_event"))
+        .collect();
+    assert!(perf_fds.is_empty(), "{perf_fds:?}\n{stderr}");
+    let instances: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(&tp_pid.to_string()))
+        .collect();
+    assert!(instances.is_empty(), "{instances:?}");
+    err.read_to_string(&mut stderr).unwrap();
+    let st = c.wait().unwrap();
+    assert_eq!(st.code(), Some(1), "{stderr}");
+    let says: Vec<&str> = stderr.lines().filter(|l| l.contains("the disk of")).collect();
+    assert_eq!(says.len(), 1, "{stderr}");
+    assert!(says[0].contains(&f.display().to_string()) && says[0].contains("readable"), "{stderr}");
+    assert!(stderr.matches("No space left on device").count() <= 1, "{stderr}");
+    let number_after = |key: &str| -> u64 {
+        let at = says[0].find(key).unwrap_or_else(|| panic!("no {key:?}: {stderr}")) + key.len();
+        let digits: String = says[0][at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap()
+    };
+    let kept = number_after("keeps the first ");
+    let unwritten = number_after("samples and is readable; ");
+    assert!(kept > 0 && unwritten > 0, "{stderr}");
+    assert!(stderr.contains(&format!("not written {unwritten}")), "the summary's lost: {stderr}");
+    let (out, rerr, code) = tp_report(&["-i", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{rerr}");
+    let tp_samples = out.lines().filter(|l| !l.contains(" [LOST ")).count() as u64;
+    let perf_samples = perf_script(&f, &[]).lines().count() as u64;
+    assert_eq!((tp_samples, perf_samples), (kept, kept), "{stderr}");
+    let mount = disk.0 .0.display().to_string();
+    drop(disk);
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains(&mount), "{mount} still mounted");
 }
 
 /// A private tracefs instance, removed on every path.

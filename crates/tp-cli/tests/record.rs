@@ -4,7 +4,7 @@
 //! `TP_TEST_GETPPID=N` its `helper_getppid` test calls getppid() exactly N times.
 
 mod common;
-use common::{require_tracefs, Tmp, TP, TRACEFS};
+use common::{require_tracefs, SmallDisk, Tmp, TP, TRACEFS};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -550,28 +550,6 @@ fn sigkill_while_writing_leaves_a_readable_file_and_no_instance() {
     let tmp = t.0.join(format!("k.dat.tp-{}.tmp", c.id()));
     assert!(tmp.exists(), "{}", tmp.display());
     assert_nothing_left_after_sigkill(c, err, &t, &f);
-}
-
-/// A small tmpfs, unmounted on every path.
-struct SmallDisk(Tmp);
-
-impl SmallDisk {
-    fn new(tag: &str, size: &str) -> SmallDisk {
-        let t = Tmp::new(tag);
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&t.0)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount -t tmpfs on {}", t.0.display());
-        SmallDisk(t)
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0 .0).status();
-    }
 }
 
 /// A disk that fills while recording or writing: one clear message before the summary

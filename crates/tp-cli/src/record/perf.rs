@@ -13,8 +13,15 @@
 //! record has its sample id (`sample_id_all`; IDENTIFIER with several events) and times are CLOCK_MONOTONIC
 //! (`use_clockid`). Records go from the rings to the file as the kernel wrote them, with a
 //! FINISHED_ROUND after each pass; PERF_RECORD_LOST / LOST_SAMPLES are counted per CPU.
+//!
+//! A write that fails (a full disk) stops the recording: the events are disabled, the rings
+//! drained (their samples counted, not written) and closed; the file is cut back to the last
+//! whole round that leaves room for the features, which are written with the header, so the
+//! file reads in tp report and perf script. A command runs on to its end, as in the tracefs
+//! door, and tp exits 1 (or with the command's failure).
 
 use std::ffi::OsString;
+use std::io::{BufWriter, Seek, SeekFrom};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -29,6 +36,8 @@ use tp_tracefs::process::{self, GatedChild, Signals};
 const RING_PAGES: usize = 1024;
 /// perf record's default frequency for events that are not tracepoints or breakpoints.
 const DEFAULT_FREQ: u64 = 4000;
+/// The output's buffer: records reach the file in writes of this size.
+const OUT_BUFFER: usize = 1 << 20;
 
 /// The perf door's options of `tp record`.
 #[derive(clap::Args, Debug, Default)]
@@ -335,17 +344,21 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     }
     let file = std::fs::File::create(&out_path)
         .with_context(|| format!("create {}", out_path.display()))?;
-    let mut w = Writer::new(std::io::BufWriter::with_capacity(1 << 20, file), attrs)
+    let mut w = Writer::new(BufWriter::with_capacity(OUT_BUFFER, file), attrs)
         .with_context(|| format!("writing {}", out_path.display()))?;
-    kernel_map(&mut w).with_context(|| format!("writing {}", out_path.display()))?;
+    // The first write that fails (a full disk) stops the recording; the file is then cut
+    // back to the last round that fits with the features (Writer::cut_back).
+    let mut failed: Option<pd::Error> = kernel_map(&mut w).err();
     let mut dsos = super::buildid::Dsos::default();
     // Tasks that exist already: their names and executable maps, as perf synthesizes them
     // (a command's come from the kernel at its exec).
-    if child.is_none() {
+    if child.is_none() && failed.is_none() {
         let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
         for pid in pids {
-            synthesize_task(&mut w, pid, data_maps, &mut dsos)
-                .with_context(|| format!("writing {}", out_path.display()))?;
+            if let Err(e) = synthesize_task(&mut w, pid, data_maps, &mut dsos) {
+                failed = Some(e);
+                break;
+            }
         }
     }
     if !req.quiet {
@@ -369,28 +382,28 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     }
 
     let mut status = 0;
-    let mut write_err: Option<pd::Error> = None;
-    let mut drain = |rings: &mut Vec<(u32, Ring)>, w: &mut Writer<_>| -> Result<()> {
-        for (_, r) in rings.iter_mut() {
-            r.read(|rec| {
-                dsos.note_record(rec);
-                if write_err.is_none() {
-                    if let Err(e) = w.write_raw(rec) {
-                        write_err = Some(e);
+    let mut exited = false;
+    // Records go to the file until a write fails; after that they are only counted.
+    let mut drain =
+        |rings: &mut Vec<(u32, Ring)>, w: &mut Writer<_>, failed: &mut Option<pd::Error>| {
+            for (_, r) in rings.iter_mut() {
+                r.read(|rec| match failed {
+                    Some(_) => w.skip_raw(rec),
+                    None => {
+                        dsos.note_record(rec);
+                        *failed = w.write_raw(rec).err();
                     }
-                }
-            });
-        }
-        if let Some(e) = write_err.take() {
-            return Err(anyhow::Error::new(e).context(format!("writing {}", out_path.display())));
-        }
-        w.finished_round().with_context(|| format!("writing {}", out_path.display()))?;
-        Ok(())
-    };
-    loop {
+                });
+            }
+            if failed.is_none() {
+                *failed = w.finished_round().err();
+            }
+        };
+    while failed.is_none() {
         if let Some(c) = &child {
             if let Some(st) = process::wait_pid(c.pid(), true)? {
                 status = st.as_shell_code();
+                exited = true;
                 break;
             }
         }
@@ -403,15 +416,25 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         let firsts: Vec<&Counter> = owners.iter().map(|&i| &counters[i]).collect();
         tp_perf::ring::poll(&firsts, 50)?;
         let got = signals.wait(Duration::ZERO)?;
-        drain(&mut rings, &mut w)?;
+        drain(&mut rings, &mut w, &mut failed);
         if got.iter().any(|d| d.signal != libc::SIGCHLD) && child.is_none() {
             break;
         }
     }
+    let stopped_at = start.elapsed();
     for c in &counters {
         c.disable()?;
     }
-    drain(&mut rings, &mut w)?;
+    drain(&mut rings, &mut w, &mut failed);
+    let mut lost: Vec<String> = rings
+        .iter()
+        .map(|(cpu, r)| {
+            let s = r.stats();
+            format!("cpu{cpu} {}", s.lost + s.lost_samples)
+        })
+        .collect();
+    // Nothing more is recorded: the rings and the events' fds are closed now.
+    drop(rings);
     drop(counters);
 
     let mut features = features(tfs.as_ref());
@@ -420,17 +443,49 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         Some(t) => Some(tracing_data(t, &evs)?),
         None => None,
     };
+    let recorded = w.stats();
+    if failed.is_some() {
+        // What reached the disk bounds the file: the last round that leaves room for the
+        // features there (the output's buffer, refused by the disk, is dropped).
+        let on_disk = w.get_ref().get_ref().metadata().map_or(0, |m| m.len());
+        let room = w.features_len(&features, tracing.as_deref());
+        w = match w.cut_back(on_disk, room, |out, at| {
+            let (mut f, _refused) = out.into_parts();
+            f.set_len(at)?;
+            f.seek(SeekFrom::Start(at))?;
+            Ok(BufWriter::with_capacity(OUT_BUFFER, f))
+        }) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = std::fs::remove_file(&out_path);
+                bail!("{}: {e}; removed it", stopped_by(failed.as_ref(), &out_path));
+            }
+        };
+    }
     let (_, stats) = w
         .finish(&features, tracing.as_deref())
         .with_context(|| format!("writing {}", out_path.display()))?;
+    if failed.is_some() {
+        let unwritten = recorded.samples - stats.samples;
+        let waiting = match (&child, exited) {
+            (Some(_), false) => "; the command runs on to its end, unrecorded",
+            _ => "",
+        };
+        eprintln!(
+            "tp: {}: recording stopped after {:.1} s; the file keeps the first {} samples and is readable; {unwritten} samples not written, counted as lost{waiting}",
+            stopped_by(failed.as_ref(), &out_path),
+            stopped_at.as_secs_f64(),
+            stats.samples,
+        );
+        lost.push(format!("not written {unwritten}"));
+        if let (Some(c), false) = (&child, exited) {
+            status = wait_command(c.pid(), &signals)?;
+        }
+        if status == 0 {
+            status = 1;
+        }
+    }
     if !req.quiet {
-        let lost: Vec<String> = rings
-            .iter()
-            .map(|(cpu, r)| {
-                let s = r.stats();
-                format!("cpu{cpu} {}", s.lost + s.lost_samples)
-            })
-            .collect();
         eprintln!(
             "tp: {} samples, {} records, {} bytes in {}; lost: {}",
             stats.samples,
@@ -441,6 +496,34 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         );
     }
     Ok(status)
+}
+
+/// What stopped the recording: a full disk, or another write error.
+fn stopped_by(e: Option<&pd::Error>, out: &std::path::Path) -> String {
+    match e.map(|e| (e, &e.kind)) {
+        Some((_, pd::ErrorKind::Io(io)))
+            if matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) =>
+        {
+            format!("the disk of {} is full", out.display())
+        }
+        Some((e, _)) => format!("writing {} failed ({e})", out.display()),
+        None => format!("writing {}", out.display()),
+    }
+}
+
+/// Wait for the command to end after the recording stopped early (the tracefs door, too,
+/// lets it run on); signals sent to tp alone are passed on to it.
+fn wait_command(pid: i32, signals: &Signals) -> Result<i32> {
+    loop {
+        if let Some(st) = process::wait_pid(pid, true)? {
+            return Ok(st.as_shell_code());
+        }
+        for d in signals.wait(Duration::from_millis(250))? {
+            if d.signal != libc::SIGCHLD && (d.signal != libc::SIGINT || d.sent_by_process) {
+                let _ = process::kill(pid, d.signal);
+            }
+        }
+    }
 }
 
 /// perf's synthesized map of the kernel (`[kernel.kallsyms]_text` from `_text` on, pid -1),

@@ -55,3 +55,25 @@ pub fn run(cmd: &mut Command) -> Output {
     );
     out
 }
+
+/// A small tmpfs, unmounted on every path.
+pub struct SmallDisk(pub Tmp);
+
+impl SmallDisk {
+    pub fn new(tag: &str, size: &str) -> SmallDisk {
+        let t = Tmp::new(tag);
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&t.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tmpfs on {}", t.0.display());
+        SmallDisk(t)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0 .0).status();
+    }
+}

@@ -338,7 +338,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ErrorKind::Io(e) => Some(e),
+            // Not the I/O error: the message already ends with it, and a chain printed with
+            // `{:#}` would say it twice (`No space left on device (os error 28): No space...`).
+            ErrorKind::Io(_) => None,
             ErrorKind::TracingData(e) => Some(e),
             _ => None,
         }

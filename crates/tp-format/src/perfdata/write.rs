@@ -31,13 +31,22 @@
 //! feature table and the features (perf's order). `EVENT_DESC` (names and ids) and
 //! `SAMPLE_TIME` are filled in from the attrs and the samples written when `features` lacks
 //! them.
+//!
+//! A write that fails (a full disk) need not lose the file: the writer remembers where each
+//! round (see [`Writer::finished_round`]) ends, [`Writer::cut_back`] goes back to the last
+//! one that leaves room for the features, and [`Writer::finish`] completes the file there.
 
 use super::attr::{EventAttr, SIZE_WRITTEN};
 use super::features::{self, EventDesc, Features};
 use super::record::{self, record_id, record_time, RawRecord, Record};
 use super::{kind, sample, Error, ErrorKind, MAGIC};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{Seek, SeekFrom, Write};
+
+/// How far back round ends are remembered for [`Writer::cut_back`]: far more than the
+/// feature sections take (tracing data and build ids: KiB to a few MiB) plus what an output
+/// buffer holds.
+const ROUNDS_KEPT_BYTES: u64 = 64 << 20;
 
 /// One event of the file: its attr, the ids the kernel gave its file descriptors
 /// (`PERF_EVENT_IOC_ID`, one per CPU or task), and its name as perf spells it
@@ -78,6 +87,9 @@ pub struct Writer<W: Write + Seek> {
     sample_id_all: bool,
     stats: WriteStats,
     scratch: Vec<u8>,
+    /// Where complete rounds end (after their FINISHED_ROUND), with the stats there; the
+    /// first is the end of the records written before any round (or the data's start).
+    rounds: VecDeque<(u64, WriteStats)>,
 }
 
 impl<W: Write + Seek> Writer<W> {
@@ -145,6 +157,7 @@ impl<W: Write + Seek> Writer<W> {
             by_id,
             stats: WriteStats::default(),
             scratch: Vec::new(),
+            rounds: VecDeque::new(),
         };
         w.bytes(&[0; 104])?;
         let mut ids_at = Vec::new();
@@ -170,6 +183,7 @@ impl<W: Write + Seek> Writer<W> {
             w.bytes(b)?;
         }
         w.data_start = w.pos;
+        w.rounds.push_back((w.pos, w.stats));
         // The header's attr fields now; data and features in `finish`.
         let mut h = Vec::new();
         h.extend_from_slice(MAGIC);
@@ -243,6 +257,28 @@ impl<W: Write + Seek> Writer<W> {
             }
             p += size;
         }
+        self.count_all(records);
+        self.bytes(records)
+    }
+
+    /// Count records that are not written (after a write failed), as
+    /// [`Writer::write_raw`] counts them, so that [`Writer::stats`] says what was recorded;
+    /// [`Writer::cut_back`] then tells what the file keeps. Counting stops at a record whose
+    /// size does not fit.
+    pub fn skip_raw(&mut self, records: &[u8]) {
+        let mut p = 0;
+        while records.len() - p >= 8 {
+            let size = super::u16_at(records, p + 6) as usize;
+            if size < 8 || size > records.len() - p {
+                break;
+            }
+            self.count_all(&records[p..p + size]);
+            p += size;
+        }
+    }
+
+    /// Count whole, checked records.
+    fn count_all(&mut self, records: &[u8]) {
         let mut p = 0;
         while p < records.len() {
             let size = super::u16_at(records, p + 6) as usize;
@@ -255,7 +291,6 @@ impl<W: Write + Seek> Writer<W> {
             self.count(&raw);
             p += size;
         }
-        self.bytes(records)
     }
 
     /// Append one record built by tp (a synthesized COMM, MMAP2, FORK, or a sample) for
@@ -300,23 +335,62 @@ impl<W: Write + Seek> Writer<W> {
     /// after the previous one. Write one after each pass over all rings (readers sort
     /// records by time between these markers).
     pub fn finished_round(&mut self) -> Result<(), Error> {
-        self.write_raw(&[68, 0, 0, 0, 0, 0, 8, 0])
+        let before = self.pos;
+        self.write_raw(&[68, 0, 0, 0, 0, 0, 8, 0])?;
+        // A round of nothing but its marker ends where the previous one did, in effect.
+        if self.rounds.len() > 1 && self.rounds.back().is_some_and(|r| r.0 == before) {
+            self.rounds.pop_back();
+        }
+        self.rounds.push_back((self.pos, self.stats));
+        while self.rounds.len() > 1 && self.rounds[0].0 + ROUNDS_KEPT_BYTES < self.pos {
+            self.rounds.pop_front();
+        }
+        Ok(())
     }
 
-    /// What has been written so far.
-    pub fn stats(&self) -> WriteStats {
-        WriteStats { data_bytes: self.pos - self.data_start, bytes: self.pos, ..self.stats }
+    /// The output (e.g. to find how much of the file reached the disk).
+    pub fn get_ref(&self) -> &W {
+        &self.out
     }
 
-    /// Write the feature sections (`tracing_data`: [`crate::tracedat::Writer::tracing_data`]
-    /// for files with tracepoint samples) and the header's final sizes; flush and return
-    /// the output.
-    pub fn finish(
+    /// After a write failed (a full disk): drop every record after the last complete round
+    /// that ends at least `room` bytes before `limit` (`limit`: the bytes the disk took;
+    /// `room`: [`Writer::features_len`]), so that [`Writer::finish`] writes the features
+    /// there. `reset` gets the output and that offset and returns it ready to write there
+    /// (a `BufWriter<File>`: its buffer dropped, the file truncated there). The stats are
+    /// then those of the records kept; compare with [`Writer::stats`] before to count
+    /// what was dropped.
+    pub fn cut_back(
         mut self,
-        features: &Features,
-        tracing_data: Option<&[u8]>,
-    ) -> Result<(W, WriteStats), Error> {
-        let data_end = self.pos;
+        limit: u64,
+        room: u64,
+        reset: impl FnOnce(W, u64) -> std::io::Result<W>,
+    ) -> Result<Writer<W>, Error> {
+        let Some(&(end, stats)) = self.rounds.iter().rev().find(|r| r.0 + room <= limit) else {
+            return Err(Error::invalid(
+                limit,
+                "cutting perf.data back",
+                format!(
+                    "{limit} bytes reached the disk: not enough for the header, the attrs and {room} bytes of features"
+                ),
+            ));
+        };
+        self.out = reset(self.out, end)
+            .map_err(|e| Error::new(end, "cutting perf.data back", ErrorKind::Io(e)))?;
+        self.pos = end;
+        self.stats = stats;
+        Ok(self)
+    }
+
+    /// The bytes [`Writer::finish`] would write after the records (the feature table and
+    /// sections) given these features.
+    pub fn features_len(&self, features: &Features, tracing_data: Option<&[u8]>) -> u64 {
+        let sections = self.sections(features, tracing_data);
+        sections.iter().map(|(_, c)| 16 + c.len() as u64).sum()
+    }
+
+    /// The feature sections, with EVENT_DESC and SAMPLE_TIME filled in when missing.
+    fn sections(&self, features: &Features, tracing_data: Option<&[u8]>) -> Vec<(u32, Vec<u8>)> {
         let mut f = features.clone();
         if f.event_desc.is_empty() {
             f.event_desc = self
@@ -334,7 +408,24 @@ impl<W: Write + Seek> Writer<W> {
                 f.sample_time = Some((first, self.stats.last_time));
             }
         }
-        let sections = f.sections(tracing_data);
+        f.sections(tracing_data)
+    }
+
+    /// What has been written so far.
+    pub fn stats(&self) -> WriteStats {
+        WriteStats { data_bytes: self.pos - self.data_start, bytes: self.pos, ..self.stats }
+    }
+
+    /// Write the feature sections (`tracing_data`: [`crate::tracedat::Writer::tracing_data`]
+    /// for files with tracepoint samples) and the header's final sizes; flush and return
+    /// the output.
+    pub fn finish(
+        mut self,
+        features: &Features,
+        tracing_data: Option<&[u8]>,
+    ) -> Result<(W, WriteStats), Error> {
+        let data_end = self.pos;
+        let sections = self.sections(features, tracing_data);
         let table_len = 16 * sections.len() as u64;
         let mut table = Vec::new();
         let mut at = data_end + table_len;
@@ -368,3 +459,76 @@ impl<W: Write + Seek> Writer<W> {
 
 /// `features::id` re-exported for writers choosing features.
 pub use features::id as feature;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perfdata::{PerfData, Sample};
+    use std::io::Cursor;
+
+    /// A write failed mid-round (the disk took `limit` bytes): the file is cut back to the
+    /// last whole round that leaves room for the features and reads with that round's
+    /// samples; what was counted but not written is told apart by the stats.
+    #[test]
+    fn cut_back_keeps_whole_rounds_and_the_features() {
+        let attr = EventAttr {
+            type_: 1,
+            sample_period: 1,
+            sample_type: sample::IP | sample::TID | sample::TIME,
+            ..Default::default()
+        };
+        let attrs = vec![WriterAttr { attr, ids: vec![7], name: "cpu-clock".into() }];
+        let mut w = Writer::new(Cursor::new(Vec::new()), attrs).unwrap();
+        let s = |t: u64| {
+            Record::Sample(Sample {
+                ip: Some(0x1000),
+                pid: Some(1),
+                tid: Some(1),
+                time: Some(t),
+                ..Default::default()
+            })
+        };
+        let mut ends = Vec::new();
+        for round in 0..10 {
+            for i in 0..10 {
+                w.write(0, &s(round * 10 + i)).unwrap();
+            }
+            w.finished_round().unwrap();
+            ends.push(w.stats().bytes);
+        }
+        for i in 100..105 {
+            w.write(0, &s(i)).unwrap();
+        }
+        // Records read after the failure are only counted.
+        let round = w.get_ref().get_ref()[ends[0] as usize..ends[1] as usize].to_vec();
+        w.skip_raw(&round);
+        assert_eq!(w.stats().samples, 115);
+        let features = Features::default();
+        let room = w.features_len(&features, None);
+        // The disk took round 7 and the features, not round 8.
+        let limit = ends[6] + room + 3;
+        let truncate = |mut c: Cursor<Vec<u8>>, at: u64| -> std::io::Result<_> {
+            c.get_mut().truncate(at as usize);
+            c.set_position(at);
+            Ok(c)
+        };
+        let w = w.cut_back(limit, room, truncate).unwrap();
+        assert_eq!(w.stats().samples, 70);
+        let (out, stats) = w.finish(&features, None).unwrap();
+        assert!(stats.bytes <= limit, "{} > {limit}", stats.bytes);
+        let d = PerfData::open(Cursor::new(out.into_inner())).unwrap();
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let mut r = d.records(true).unwrap();
+        let mut times = Vec::new();
+        while let Some(item) = r.next() {
+            if let Record::Sample(s) = item.unwrap().parse().unwrap() {
+                times.push(s.time.unwrap());
+            }
+        }
+        assert_eq!(times, (0..70).collect::<Vec<u64>>());
+        // A disk that took less than the header, the attrs and the features: an error.
+        let attrs = vec![WriterAttr { attr: EventAttr::default(), ids: vec![1], name: "x".into() }];
+        let w = Writer::new(Cursor::new(Vec::new()), attrs).unwrap();
+        assert!(w.cut_back(100, 0, truncate).is_err());
+    }
+}
