@@ -3,7 +3,7 @@
 //! file). Needs root and tracefs (CI runs as root; fails loudly without them), gcc and strace.
 
 mod common;
-use common::{require_tracefs, run, Tmp, TP};
+use common::{build_example, require_tracefs, run, Tmp, TP};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -427,26 +427,10 @@ fn faults_figures_equal_a_computation_from_the_report() {
 }
 
 /// The `timeline` example of crate `tp` (a Rust program with tracepoints), built once into
-/// this test's target directory (as tests/timeline.rs builds it).
+/// this test's target directory.
 fn timeline_example() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let me = std::env::current_exe().unwrap();
-        let profile_dir = me.parent().unwrap().parent().unwrap();
-        let target_dir = profile_dir.parent().unwrap();
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "tp", "--example", "timeline", "--target-dir"])
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if release {
-            cmd.arg("--release");
-        }
-        let st = cmd.status().expect("running cargo to build the timeline example");
-        assert!(st.success(), "cargo build -p tp --example timeline failed: {st}");
-        profile_dir.join("examples").join("timeline")
-    })
+    EXE.get_or_init(|| build_example("timeline", &[]))
 }
 
 /// Decodes a Perfetto trace with the `perfetto` PyPI package's protos and prints, per line,

@@ -286,16 +286,23 @@ fn frame_pointer_stacks_show_the_whole_chain() {
         .count();
     at_least_99_percent("kernel frames", kernel, hits.len(), &hits.first().map(|h| &h.callchain));
 
-    let perf = perf_chains(&data, "chain-fp");
-    assert_eq!(perf.len(), hits.len(), "perf script shows as many getppid samples as tp reads");
-    let ok = perf.iter().filter(|n| shows_chain(n, 0)).count();
+    perf_script_agrees(&data, "chain-fp", hits.len(), 0);
+}
+
+/// perf script on tp's file `data` shows each of the `hits` getppid samples, 99% of them with
+/// the chain (`skip` as in `shows_chain`), and tp report's printed stacks name the same user
+/// symbols.
+fn perf_script_agrees(data: &Path, tag: &str, hits: usize, skip: usize) {
+    let perf = perf_chains(data, tag);
+    assert_eq!(perf.len(), hits, "perf script shows as many getppid samples as tp reads");
+    let ok = perf.iter().filter(|n| shows_chain(n, skip)).count();
     at_least_99_percent(
         "perf script on tp's file",
         ok,
         perf.len(),
-        &perf.iter().find(|n| !shows_chain(n, 0)),
+        &perf.iter().find(|n| !shows_chain(n, skip)),
     );
-    same_as_perf("chain-fp", &tp_report_chains(&data, "chain-fp"), &perf, 0);
+    same_as_perf(tag, &tp_report_chains(data, tag), &perf, skip);
 }
 
 /// `tp report`'s printed stacks: c, b, a, main for 99% of the samples, and the same user
@@ -340,16 +347,7 @@ fn dwarf_stacks_unwind_through_libc_without_frame_pointers() {
     // The recorded callchain holds the kernel's part only (as perf records DWARF samples).
     assert!(hits.iter().all(|h| user_part(&h.callchain).is_empty()));
     // perf script unwinds the same samples from tp's file.
-    let perf = perf_chains(&data, "chain-dwarf");
-    assert_eq!(perf.len(), hits.len(), "perf script shows as many getppid samples as tp reads");
-    let ok = perf.iter().filter(|n| shows_chain(n, 1)).count();
-    at_least_99_percent(
-        "perf script on tp's file",
-        ok,
-        perf.len(),
-        &perf.iter().find(|n| !shows_chain(n, 1)),
-    );
-    same_as_perf("chain-dwarf", &tp_report_chains(&data, "chain-dwarf"), &perf, 1);
+    perf_script_agrees(&data, "chain-dwarf", hits.len(), 1);
 }
 
 /// `:u` keeps the user part of the stack only, `:k` the kernel's only, on a tracepoint

@@ -7,7 +7,7 @@
 //! test binary's own target directory and profile; `stacks` with frame pointers).
 
 mod common;
-use common::{require_tracefs, run, Tmp, TP};
+use common::{build_example, require_tracefs, run, Tmp, TP};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,31 +21,6 @@ const THREADS: usize = 6;
 fn example() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| build_example("timeline", &[]))
-}
-
-/// Build an example of crate `tp` (`cargo rustc`, with `rustc_args` for the example alone).
-fn build_example(name: &str, rustc_args: &[&str]) -> PathBuf {
-    {
-        // target/<profile>/deps/timeline-HASH
-        let me = std::env::current_exe().unwrap();
-        let profile_dir = me.parent().unwrap().parent().unwrap();
-        let target_dir = profile_dir.parent().unwrap();
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["rustc", "--quiet", "-p", "tp", "--example", name, "--target-dir"])
-            .arg(target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if release {
-            cmd.arg("--release");
-        }
-        cmd.arg("--").args(rustc_args);
-        let st = cmd.status().expect("running cargo to build the example");
-        assert!(st.success(), "cargo rustc -p tp --example {name} failed: {st}");
-        let exe = profile_dir.join("examples").join(name);
-        assert!(exe.is_file(), "{} missing after the build", exe.display());
-        exe
-    }
 }
 
 fn text(b: &[u8]) -> String {

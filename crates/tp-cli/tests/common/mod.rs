@@ -77,3 +77,26 @@ impl Drop for SmallDisk {
         let _ = Command::new("umount").arg(&self.0 .0).status();
     }
 }
+
+/// Build an example of crate `tp` (`cargo rustc`, with `rustc_args` for the example alone).
+pub fn build_example(name: &str, rustc_args: &[&str]) -> PathBuf {
+    // target/<profile>/deps/NAME-HASH
+    let me = std::env::current_exe().unwrap();
+    let profile_dir = me.parent().unwrap().parent().unwrap();
+    let target_dir = profile_dir.parent().unwrap();
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["rustc", "--quiet", "-p", "tp", "--example", name, "--target-dir"])
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if release {
+        cmd.arg("--release");
+    }
+    cmd.arg("--").args(rustc_args);
+    let st = cmd.status().expect("running cargo to build the example");
+    assert!(st.success(), "cargo rustc -p tp --example {name} failed: {st}");
+    let exe = profile_dir.join("examples").join(name);
+    assert!(exe.is_file(), "{} missing after the build", exe.display());
+    exe
+}
