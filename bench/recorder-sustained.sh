@@ -4,8 +4,9 @@
 #   bench/recorder-sustained.sh [SECONDS] [RATES...]     (root; default 2 s, rates below)
 #
 # tp:    crates/tp/examples/sustained.rs RATE SECONDS (one thread, the recorder at its
-#        defaults: 4 MiB ring, pages compressed with zstd as they are taken, up to 512 MiB
-#        held in memory during a burst); also prints the file's size and the memory held.
+#        defaults: a buffer of up to 256 MiB faulted in as pages wait, pages compressed with
+#        zstd as they are taken); also prints the file's size and the most memory the
+#        thread's buffer had faulted in.
 # peer:  bench/peers/lttng-sustained.c, the peer's bench:ev3 tracepoint fired at the same
 #        paced rate into a real LTTng session (one channel of 8 x 4 MiB sub-buffers, discard
 #        mode, as ../shared/peers/lttng-ust/run.sh sets up); its loss is the session's
@@ -37,7 +38,7 @@ echo "sustained rate, one thread, $SECS s per rate: events lost"
 printf '%-12s %-64s %s\n' "rate/s" "tp" "lttng-ust"
 for r in $RATES; do
   sync
-  t=$("$ex" "$r" "$SECS" | sed -n 's/^tp sustained \([0-9]*\) events\/s.*lost \([0-9]*\) (\([0-9.]*%\)), file \([0-9]*\) MB, held at most \([0-9]*\) MiB.*/reached \1\/s, lost \2 (\3), \4 MB, held \5 MiB/p')
+  t=$("$ex" "$r" "$SECS" | sed -n 's/^tp sustained \([0-9]*\) events\/s.*lost \([0-9]*\) (\([0-9.]*%\)), file \([0-9]*\) MB, buffers at most \([0-9]*\) MiB.*/reached \1\/s, lost \2 (\3), \4 MB, buffer \5 MiB/p')
   l="n/a (install lttng-tools liblttng-ust-dev)"
   if [ $have_peer = 1 ]; then
     sync

@@ -12,11 +12,8 @@
 //! and `tp rdtsc-busy Y ns/read`: the same while another thread compresses pages with zstd
 //! as the recorder's background thread does (if the two CPUs are hyperthreads of one core
 //! on the host, that thread slows the reads).
-//! The recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer,
-//! `TP_COMPRESS=none|zstd` the compression, `TP_HELD_MB` the memory it may hold,
-//! `TP_RESERVE_MB` the memory it keeps faulted in for that, and
-//! `TP_WARM_MS` a wait between the recorder's start and the enabled loop (in which the
-//! recorder faults in its reserve of memory for bursts).
+//! The recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer and
+//! `TP_COMPRESS=none|zstd` the compression.
 
 use std::time::Instant;
 use tp::recorder::Compression;
@@ -92,20 +89,11 @@ fn main() {
     if let Some(c) = std::env::var("TP_COMPRESS").ok().and_then(|s| Compression::from_name(&s)) {
         b = b.compression(c);
     }
-    if let Some(mb) = std::env::var("TP_HELD_MB").ok().and_then(|s| s.parse::<usize>().ok()) {
-        b = b.max_held_bytes(mb << 20);
-    }
-    if let Some(mb) = std::env::var("TP_RESERVE_MB").ok().and_then(|s| s.parse::<usize>().ok()) {
-        b = b.reserve_bytes(mb << 20);
-    }
     let (rdtsc_wall, rdtsc_cpu) = rdtsc_ns();
     println!("tp rdtsc {rdtsc_wall:.2} ns/read");
     let (busy_wall, busy_cpu) = beside_compression(rdtsc_ns);
     println!("tp rdtsc-busy {busy_wall:.2} ns/read");
     let rec = b.start().expect("recorder");
-    if let Some(ms) = std::env::var("TP_WARM_MS").ok().and_then(|s| s.parse().ok()) {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-    }
     let p0 = process_cpu_ns();
     let (enabled, enabled_cpu) = run(n, threads);
     let process_cpu = (process_cpu_ns() - p0) as f64 / (n as f64 * threads as f64);
@@ -117,13 +105,13 @@ fn main() {
     eprintln!("tp rdtsc thread-cpu-time: {rdtsc_cpu:.2} ns/read, {busy_cpu:.2} beside compression");
     eprintln!("tp process-cpu-time over the enabled loop: {process_cpu:.2} ns/event (all threads)");
     eprintln!(
-        "tp recorded {} events, lost {}, {} pages in {} streams, file {} bytes, held at most {} MiB ({} threads, clock {})",
+        "tp recorded {} events, lost {}, {} pages in {} streams, file {} bytes, buffers at most {} MiB ({} threads, clock {})",
         stats.events,
         stats.lost,
         stats.pages,
         stats.streams,
         stats.bytes,
-        stats.held_peak >> 20,
+        stats.memory_peak >> 20,
         threads,
         if tp::clock::uses_tsc() { "tsc->mono" } else { "clock_gettime" }
     );

@@ -4,8 +4,8 @@
 //! event (int, int, long) at RATE events/s (e.g. `20e6`) for SECONDS (default 2) on one
 //! thread with the recorder on, paced against the clock, and prints one line:
 //! `tp sustained RATE events/s for S s: recorded E, lost L (P%)`, with the file's size and
-//! the most memory the recorder held for pages waiting to be compressed. The recorder runs
-//! at its defaults; `TP_PAGES` sets the pages per thread buffer.
+//! the most memory the thread's buffer had faulted in (pages waiting to be compressed). The
+//! recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer.
 
 use std::time::{Duration, Instant};
 
@@ -51,12 +51,12 @@ fn main() {
     let stats = rec.stop().expect("write recording");
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "tp sustained {:.0} events/s for {took:.2} s: recorded {}, lost {} ({:.2}%), file {} MB, held at most {} MiB",
+        "tp sustained {:.0} events/s for {took:.2} s: recorded {}, lost {} ({:.2}%), file {} MB, buffers at most {} MiB",
         total as f64 / took,
         stats.events,
         stats.lost,
         100.0 * stats.lost as f64 / total.max(1) as f64,
         stats.bytes / 1_000_000,
-        stats.held_peak >> 20
+        stats.memory_peak >> 20
     );
 }

@@ -87,10 +87,9 @@
 //!   for the benchmark event, and the file is assembled by copying the chunks); the level
 //!   was chosen with `examples/codec.rs`, see the README. `Compression::None` (or
 //!   `TP_COMPRESS=none`) writes pages as they are. A thread that fires faster than that
-//!   (about 1 GB/s of pages) has its pages copied out of its ring into memory, compressed
-//!   later (see `spool`; bounded by [`RecorderBuilder::max_held_bytes`], with an optional
-//!   reserve kept faulted in, [`RecorderBuilder::reserve_bytes`]); past the bound its ring
-//!   fills and the excess is dropped. `bench/recorder-sustained.sh` measures loss at
+//!   (about 1 GB/s of pages) leaves pages waiting in its buffer, which grows into memory as
+//!   the burst reaches it (up to 256 MiB per thread, 512 MiB per recording, see
+//!   [`RecorderBuilder::pages_per_thread`]); past that the excess is dropped. `bench/recorder-sustained.sh` measures loss at
 //!   sustained rates, against LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and the
 //!   kernel's missed-events flags in the page headers). With every core busy firing events,
 //!   the background thread gets no CPU and most of a long burst is dropped.
@@ -104,6 +103,7 @@
 //!   pick its own sinks, and every binary linking `tp` would start a recorder thread whenever
 //!   the variables are inherited. One call at the top of `main` keeps this explicit.
 
+mod chunks;
 pub mod clock;
 mod ctx;
 pub mod field;
@@ -116,6 +116,7 @@ mod record;
 pub mod recorder;
 pub mod registry;
 mod ring;
+
 pub mod sdt;
 mod site;
 mod spool;
@@ -143,8 +144,8 @@ pub struct EnvGuard {
 /// Apply the environment: `TP_EVENTS` (which events), `TP_RECORD=path` (start the recorder;
 /// `%p` in the path becomes the process id, so that several processes of one run, e.g. under
 /// `tp record -- COMMAND`, write separate files; `TP_COMPRESS=none|zstd|zlib` its file's
-/// compression, default zstd; `TP_RESERVE_MB` its memory kept for bursts, see
-/// [`RecorderBuilder::reserve_bytes`]),
+/// compression, default zstd; `TP_BUFFER_MB` each thread's buffer at most, see
+/// [`RecorderBuilder::pages_per_thread`]),
 /// `TP_TEXT=stderr|PATH` (start the text sink). With `TP_LIST_FORMATS=PATH` (`-` for
 /// stdout) it writes [`formats_text`] there and exits the process: how a tool lists a
 /// program's tracepoints without knowing anything else about it.
@@ -170,13 +171,14 @@ pub fn init_from_env() -> Result<EnvGuard, RecordError> {
             })?;
             b = b.compression(c);
         }
-        if let Ok(v) = std::env::var("TP_RESERVE_MB") {
-            let mb = v.parse::<usize>().map_err(|_| RecordError::BadSetting {
-                name: "TP_RESERVE_MB",
-                value: v,
-                expected: "a number of MiB",
-            })?;
-            b = b.reserve_bytes(mb << 20);
+        if let Ok(v) = std::env::var("TP_BUFFER_MB") {
+            let mb =
+                v.parse::<usize>().ok().filter(|&mb| mb > 0).ok_or(RecordError::BadSetting {
+                    name: "TP_BUFFER_MB",
+                    value: v,
+                    expected: "a number of MiB",
+                })?;
+            b = b.pages_per_thread((mb << 20) / 4096);
         }
         g.recorder = Some(b.start()?);
     }

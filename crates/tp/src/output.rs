@@ -18,7 +18,7 @@ use tp_format::tracedat::{BufferPages, Compression, CpuPages, Metadata, Writer, 
 /// `examples/codec.rs` (pages of the three-integer benchmark event, one core): see the
 /// README's numbers.
 pub(crate) const ZSTD_LEVEL: i32 = -1;
-/// The level while the background thread is far behind (many pages held): about 1.7 times
+/// The level while the background thread is far behind (many pages waiting): about 1.7 times
 /// as fast, 2.7x instead of 6x smaller (same measurement).
 pub(crate) const ZSTD_FAST_LEVEL: i32 = -10;
 /// Pages per compressed chunk (at most): bigger chunks compress a little better, and a
@@ -89,9 +89,10 @@ pub struct Stats {
     pub streams: usize,
     /// Bytes of the file.
     pub bytes: u64,
-    /// Most bytes of pages held in memory at once, waiting to be compressed (a burst that
-    /// came faster than the background thread compresses).
-    pub held_peak: u64,
+    /// Most bytes of the threads' buffers faulted in at once (they grow as a burst that comes
+    /// faster than the background thread compresses reaches them, see
+    /// [`RecorderBuilder::pages_per_thread`](crate::RecorderBuilder::pages_per_thread)).
+    pub memory_peak: u64,
 }
 
 /// Errors of the recorder: what failed and on which path.
@@ -193,8 +194,8 @@ pub(crate) struct Spooled {
     pub streams: Vec<Stream>,
     /// The spool files hold zstd chunks ([`Chunker`]), else whole pages.
     pub chunked: bool,
-    /// See [`Stats::held_peak`].
-    pub peak_held: u64,
+    /// See [`Stats::memory_peak`].
+    pub memory_peak: u64,
 }
 
 pub(crate) fn write(
@@ -202,7 +203,7 @@ pub(crate) fn write(
     compression: Compression,
     spooled: Result<Spooled, RecordError>,
 ) -> Result<Stats, RecordError> {
-    let Spooled { dir, streams, chunked, peak_held } = spooled?;
+    let Spooled { dir, streams, chunked, memory_peak } = spooled?;
     let err = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |source| RecordError::Io { path: p, op, source }
@@ -247,6 +248,6 @@ pub(crate) fn write(
         pages: streams.iter().map(|s| s.pages).sum(),
         streams: streams.len(),
         bytes: written.bytes,
-        held_peak: peak_held,
+        memory_peak,
     })
 }

@@ -3,6 +3,7 @@
 //! `output`) when the recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
 //! the main thread).
 
+use crate::chunks::Budget;
 use crate::clock::Anchors;
 use crate::ctx::{self, ReadGuard, ThreadCtx};
 use crate::output::{io_err, Chunker};
@@ -22,20 +23,37 @@ static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
 
 struct Shared {
     rings: Mutex<Vec<Arc<Ring>>>,
-    /// A ring built (and its pages faulted in) by the background thread, for the next thread
-    /// to record: building one costs about 0.1 ms, which would land on that thread's first event.
+    /// A ring built (and its first chunks faulted in) by the background thread, for the next
+    /// thread to record: building one costs about 0.3 ms, which would land on that thread's
+    /// first event.
     spare: Mutex<Option<PageRing>>,
     pages_per_thread: usize,
+    /// The rings' memory, recording-wide.
+    budget: Arc<Budget>,
     stop: AtomicBool,
     wake: Arc<Wake>,
     next_cpu: AtomicU64,
 }
 
 impl Shared {
-    /// A thread's ring, its pages written (faulted in), nudging the background thread.
-    fn new_page_ring(&self) -> PageRing {
-        let w = self.wake.clone();
-        PageRing::with_nudge(self.pages_per_thread, Some(Box::new(move || w.nudge())))
+    /// A thread's ring, its first [`KEEP_CHUNKS`] faulted in, nudging the background thread.
+    /// Smaller than asked if the address space is short; `None` if even two pages are.
+    fn new_page_ring(&self) -> Option<PageRing> {
+        let mut pages = self.pages_per_thread;
+        loop {
+            let w = self.wake.clone();
+            let nudge: Box<dyn Fn() + Send + Sync> = Box::new(move || w.nudge());
+            if let Some(r) = PageRing::with_nudge(pages, self.budget.clone(), Some(nudge)) {
+                for _ in 0..KEEP_CHUNKS {
+                    r.memory().fault_in_one();
+                }
+                return Some(r);
+            }
+            if pages <= 2 {
+                return None;
+            }
+            pages /= 2;
+        }
     }
 }
 
@@ -54,17 +72,26 @@ pub struct RecorderBuilder {
     path: PathBuf,
     pages_per_thread: usize,
     compression: Compression,
-    max_held: usize,
-    reserve: usize,
+    max_memory: usize,
 }
 
 impl RecorderBuilder {
-    /// Pages (4 KiB each) in each thread's buffer; default 1024 (4 MiB: a thread firing
-    /// back to back fills it in about 2 ms, time enough for the background thread to wake and
-    /// take its pages). When the background thread falls behind and a buffer is full, new
-    /// events are dropped and counted.
+    /// Most pages (4 KiB each) in each thread's buffer; default 65536 (256 MiB, about 9
+    /// million three-integer events). The buffer is address space reserved when the thread
+    /// first records; memory is faulted in (2 MiB huge pages where the kernel gives them) only
+    /// as a burst that comes faster than the background thread compresses reaches it, and
+    /// given back after the recording was quiet for a second, but 4 MiB. When a buffer is full,
+    /// new events are dropped and counted. `TP_BUFFER_MB` sets it (in MiB) for
+    /// [`crate::init_from_env`].
     pub fn pages_per_thread(mut self, n: usize) -> Self {
         self.pages_per_thread = n.max(2);
+        self
+    }
+
+    /// Most bytes of all threads' buffers faulted in at once (default 512 MiB: two threads'
+    /// full buffers); past it, a thread whose buffer needs more memory drops events (counted).
+    pub fn max_memory_bytes(mut self, n: usize) -> Self {
+        self.max_memory = n;
         self
     }
 
@@ -75,25 +102,6 @@ impl RecorderBuilder {
     /// sets it for [`crate::init_from_env`].
     pub fn compression(mut self, c: Compression) -> Self {
         self.compression = c;
-        self
-    }
-
-    /// Most bytes of pages the background thread holds in memory while a burst comes faster
-    /// than it compresses (default 512 MiB, about 19 million three-integer events; used only
-    /// while a burst waits). 0: never hold; a ring that fills drops events.
-    pub fn max_held_bytes(mut self, n: usize) -> Self {
-        self.max_held = n;
-        self
-    }
-
-    /// Bytes of memory the background thread keeps faulted in for held pages (default 0, at
-    /// most `max_held_bytes`): it faults them in when the rings are quiet, from the start of
-    /// the recording, and keeps them across bursts, because faulting fresh memory in during a
-    /// burst can be slower than a thread fires (it was on this project's VM). 256 MiB holds
-    /// a burst of about 10 million three-integer events. `TP_RESERVE_MB` sets it for
-    /// [`crate::init_from_env`].
-    pub fn reserve_bytes(mut self, n: usize) -> Self {
-        self.reserve = n;
         self
     }
 
@@ -111,6 +119,7 @@ impl RecorderBuilder {
             rings: Mutex::new(Vec::new()),
             spare: Mutex::new(None),
             pages_per_thread: self.pages_per_thread,
+            budget: Arc::new(Budget::new(self.max_memory)),
             stop: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
             next_cpu: AtomicU64::new(0),
@@ -127,7 +136,7 @@ impl RecorderBuilder {
             // assembled.
             Compression::None | Compression::Zlib => None,
         };
-        let spool = Spool::new(spool_dir.clone(), anchors, chunker, self.max_held, self.reserve);
+        let spool = Spool::new(spool_dir.clone(), anchors, chunker);
         let drain = std::thread::Builder::new()
             .name("tp-recorder".into())
             .spawn(move || drain_loop(sh, spool))
@@ -163,10 +172,9 @@ impl Recorder {
     pub fn builder(path: impl Into<PathBuf>) -> RecorderBuilder {
         RecorderBuilder {
             path: path.into(),
-            pages_per_thread: 1024,
+            pages_per_thread: 65536,
             compression: Compression::Zstd,
-            max_held: 512 << 20,
-            reserve: 0,
+            max_memory: 512 << 20,
         }
     }
 
@@ -312,8 +320,12 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     // Allocate outside the lock; `finish` can't take the rings before this read section ends.
     let spare = sh.spare.lock().unwrap_or_else(|e| e.into_inner()).take();
     let spare_taken = spare.is_some();
+    let pages = match spare {
+        Some(r) => r,
+        None => sh.new_page_ring()?,
+    };
     let ring = Arc::new(Ring {
-        pages: spare.unwrap_or_else(|| sh.new_page_ring()),
+        pages,
         cpu: sh.next_cpu.fetch_add(1, Ordering::Relaxed) as usize,
         tid: ctx.tid(),
         comm: thread_comm(),
@@ -342,13 +354,16 @@ fn thread_comm() -> String {
 }
 
 /// How often the background thread looks at the rings while events arrive; when none do, it
-/// looks less and less often, down to every [`IDLE_POLL`] (a producer whose ring is half
-/// full wakes it at once).
+/// looks less and less often, down to every [`IDLE_POLL`] (a producer that starts a new
+/// 2 MiB chunk of its buffer wakes it at once).
 const POLL: Duration = Duration::from_millis(1);
 const IDLE_POLL: Duration = Duration::from_millis(32);
-/// How long the rings must be quiet before the background thread faults memory in (a spare
-/// ring, the reserve for held pages).
-const QUIET: Duration = Duration::from_millis(10);
+/// How long the rings must be quiet before the background thread gives the memory of their
+/// free chunks back to the kernel, but [`KEEP_CHUNKS`] per ring.
+const TRIM_AFTER: Duration = Duration::from_secs(1);
+/// Free chunks (2 MiB each) a ring keeps faulted in: a new ring gets them at once, and a
+/// ring keeps them when it is trimmed.
+const KEEP_CHUNKS: usize = 2;
 /// How often the background thread takes a clock calibration point.
 const ANCHOR_EVERY: Duration = Duration::from_secs(1);
 
@@ -380,9 +395,8 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
     let start = Instant::now();
     let mut next_cal = Duration::from_millis(100);
     let mut last_all = Instant::now();
-    let mut last_pages = Instant::now();
-    // Quiet from the start: the reserve is built right away.
-    let mut last_active = Instant::now().checked_sub(QUIET).unwrap_or_else(Instant::now);
+    let mut last_active = Instant::now();
+    let mut trimmed = true;
     let mut n_rings = 0;
     loop {
         let stopping = sh.stop.load(Ordering::Acquire);
@@ -399,6 +413,16 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         // A thread that just took a ring may be starting a burst.
         let new_ring = rings.len() != n_rings;
         n_rings = rings.len();
+        let busy = drained.active || new_ring;
+        if busy {
+            last_active = Instant::now();
+            trimmed = false;
+        } else if !trimmed && last_active.elapsed() >= TRIM_AFTER {
+            for r in &rings {
+                r.pages.memory().trim(KEEP_CHUNKS);
+            }
+            trimmed = true;
+        }
         drop(rings);
         // Retire rings of exited threads once drained.
         let closed: Vec<Arc<Ring>> = {
@@ -418,18 +442,12 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         if stopping {
             return spool;
         }
-        // Building a ring faults in its pages (about 1-2 ms for 4 MiB here), as does growing
-        // the reserve (a block at a time): not while pages come, nor on the look that finds
-        // a new thread's ring (it may be starting a burst); the reserve only once the rings
-        // were quiet for a while.
-        let busy = drained.active || spool.holding() || new_ring;
-        if busy {
-            last_active = Instant::now();
-        }
-        let quiet = last_active.elapsed() >= QUIET;
+        // Building a ring faults in its first chunks (about 0.3 ms here): not while pages
+        // come, nor on the look that finds a new thread's ring (it may be starting a burst).
         if !busy && sh.spare.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
-            let ring = sh.new_page_ring();
-            *sh.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(ring);
+            if let Some(ring) = sh.new_page_ring() {
+                *sh.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(ring);
+            }
         }
         if start.elapsed() >= next_cal {
             crate::clock::recalibrate();
@@ -442,22 +460,10 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
             last_anchor = Instant::now();
         }
         // Sleep longer the longer no pages came (by time, not by looks: looks come fast while
-        // held pages are written, and a thread that fires steadily must not find the
+        // a backlog is compressed, and a thread that fires steadily must not find the
         // background thread asleep for IDLE_POLL when that ends).
-        if drained.active || new_ring {
-            last_pages = Instant::now();
-        }
-        let poll = (last_pages.elapsed() / 2).clamp(POLL, IDLE_POLL);
+        let poll = (last_active.elapsed() / 2).clamp(POLL, IDLE_POLL);
         if !drained.rings_behind {
-            // Held pages are written a step at a time between looks at the rings.
-            spool.work_held();
-        }
-        // The reserve grows a block (2 MiB) per look while the rings are quiet.
-        let grow = quiet && spool.reserve_short();
-        if grow {
-            spool.grow_reserve();
-        }
-        if !drained.rings_behind && !spool.holding() && !grow {
             sh.wake.wait(poll);
         }
     }
@@ -501,7 +507,8 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
         spool.drain_closed(r);
     }
     let _ = act.started;
-    Some(crate::output::write(&act.path, act.compression, spool.finish()))
+    let peak = act.shared.budget.peak() as u64;
+    Some(crate::output::write(&act.path, act.compression, spool.finish(peak)))
 }
 
 fn install_exit_hooks() {

@@ -8,14 +8,19 @@
 //!
 //! One producer (the owning thread) fills pages; one consumer (the recorder's background
 //! thread) takes full ones. `head` counts pages the producer finished, `tail` pages the
-//! consumer took; the producer only starts a page when `head - tail < n`, otherwise the event
-//! is dropped and counted, and the next page the producer finishes carries the count in its
-//! commit word (the kernel's `RB_MISSED_EVENTS` / `RB_MISSED_STORED`).
+//! consumer took. The pages live in chunks (`crate::chunks`: 2 MiB each, faulted in when
+//! first written); page `i` is page `i % per_chunk` of the chunk the producer claimed for
+//! chunk number `i / per_chunk` (recorded in `seq`). When the producer needs a chunk and none
+//! is free, the event is dropped and counted, and the next page the producer finishes
+//! carries the count in its commit word (the kernel's `RB_MISSED_EVENTS` /
+//! `RB_MISSED_STORED`).
 
+use crate::chunks::{Budget, Chunks};
 use crate::record::{self, Common, RecordWriter};
 use std::cell::UnsafeCell;
 use std::sync::atomic::AtomicU16;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tp_format::page::{entry_at, set_delta, EntryKind, Page, PageLayout};
 use tp_format::page::{RB_MISSED_EVENTS, RB_MISSED_STORED};
 
@@ -29,9 +34,6 @@ const MAX_SMALL_DATA: usize = 28 * 4;
 const TYPE_TIME_EXTEND: u32 = 30;
 const DELTA_BITS: u32 = 27;
 
-#[repr(C, align(64))]
-struct PageMem(UnsafeCell<[u8; PAGE_SIZE]>);
-
 /// Producer-only state.
 struct Producer {
     page: Option<usize>,
@@ -42,9 +44,10 @@ struct Producer {
     limit: usize,
     last_ts: u64,
     pending_lost: u64,
-    /// The consumer's `tail` as last read: the ring has room while `head - tail < n`, and
-    /// `tail` only grows, so a stale copy is safe (it can only say "full" too early).
-    tail_seen: usize,
+    /// Chunk numbers claimed so far (a chunk is claimed when its first page starts), and
+    /// the first byte of the last one.
+    claimed: usize,
+    chunk: *mut u8,
     /// Events written so far.
     events: u64,
 }
@@ -82,13 +85,15 @@ pub struct PageRing {
     prod: Line<UnsafeCell<Producer>>,
     /// Written by the producer once per page (or per dropped event), read by the consumer.
     shared_prod: Line<ProducerShared>,
-    /// Written by the consumer once per drained run, read by the producer when its cached
-    /// copy says the ring is full.
+    /// Written by the consumer once per drained run.
     tail: Line<AtomicUsize>,
-    /// Read-only after construction (and `closed`, set once).
-    pages: Box<[PageMem]>,
-    /// Called by the producer when the pages it finished since it last saw the consumer's
-    /// position reach half the ring (so a sleeping consumer can wake before the ring fills).
+    /// The pages' memory.
+    mem: Chunks,
+    /// The chunk holding chunk number `k`, at `k % mem.count()`: written by the producer when
+    /// it claims the chunk, read by the consumer for pages before `head`.
+    seq: Box<[AtomicUsize]>,
+    /// Called by the producer when it claims a chunk (so a sleeping consumer wakes while a
+    /// burst is young).
     nudge: Option<Box<dyn Fn() + Send + Sync>>,
     /// Set when the owning thread finished its last page and will not write again.
     pub(crate) closed: AtomicBool,
@@ -101,8 +106,8 @@ struct ProducerShared {
     events: AtomicU64,
 }
 
-// SAFETY: `prod` and page bytes between `tail` and the current page are touched only by the
-// owning thread (the producer) — or, once the producer is quiesced (thread exit, recorder
+// SAFETY: `prod` and page bytes from `head` to the end of the current page are touched only by
+// the owning thread (the producer) — or, once the producer is quiesced (thread exit, recorder
 // stop after an RCU grace period), by the one thread that closes the ring. Full pages are
 // handed to the consumer through `head` (Release) and back through `tail` (Release).
 unsafe impl Sync for PageRing {}
@@ -112,13 +117,19 @@ unsafe impl Send for PageRing {}
 impl PageRing {
     #[cfg(test)]
     pub fn new(n_pages: usize) -> PageRing {
-        PageRing::with_nudge(n_pages, None)
+        PageRing::with_nudge(n_pages, Arc::new(Budget::new(usize::MAX)), None).unwrap()
     }
 
-    /// A ring whose producer calls `nudge` when the ring fills up to half (see `nudge`).
-    pub fn with_nudge(n_pages: usize, nudge: Option<Box<dyn Fn() + Send + Sync>>) -> PageRing {
-        let n = n_pages.max(2);
-        PageRing {
+    /// A ring of at most `n_pages` pages (nothing faulted in yet; chunks count against
+    /// `budget`), whose producer calls `nudge` when it claims a chunk. `None` when the address
+    /// space can't be reserved.
+    pub fn with_nudge(
+        n_pages: usize,
+        budget: Arc<Budget>,
+        nudge: Option<Box<dyn Fn() + Send + Sync>>,
+    ) -> Option<PageRing> {
+        let mem = Chunks::new(n_pages, budget)?;
+        Some(PageRing {
             prod: Line(UnsafeCell::new(Producer {
                 page: None,
                 cur: core::ptr::null_mut(),
@@ -126,7 +137,8 @@ impl PageRing {
                 limit: 0,
                 last_ts: 0,
                 pending_lost: 0,
-                tail_seen: 0,
+                claimed: 0,
+                chunk: core::ptr::null_mut(),
                 events: 0,
             })),
             shared_prod: Line(ProducerShared {
@@ -135,16 +147,16 @@ impl PageRing {
                 events: AtomicU64::new(0),
             }),
             tail: Line(AtomicUsize::new(0)),
-            // Written here, so every page is faulted in before the first event.
-            pages: (0..n).map(|_| PageMem(UnsafeCell::new([0; PAGE_SIZE]))).collect(),
+            seq: (0..mem.count()).map(|_| AtomicUsize::new(0)).collect(),
+            mem,
             nudge,
             closed: AtomicBool::new(false),
-        }
+        })
     }
 
-    #[inline(always)]
-    fn page_ptr(&self, i: usize) -> *mut u8 {
-        self.pages[i % self.pages.len()].0.get() as *mut u8
+    /// The ring's memory.
+    pub fn memory(&self) -> &Chunks {
+        &self.mem
     }
 
     /// Reserve room for a `len`-byte record stamped `ts`; returns where to write it.
@@ -279,16 +291,25 @@ impl PageRing {
         lost.store(lost.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
-    /// Is there a free page for the producer? Reads the consumer's `tail` only when the
-    /// cached copy says the ring is full.
+    /// Is there a free page for the producer? Claims the chunk of page `head` when it
+    /// starts one.
     #[inline(always)]
     fn has_room(&self, p: &mut Producer) -> bool {
         let head = self.shared_prod.head.load(Ordering::Relaxed);
-        if head - p.tail_seen < self.pages.len() {
-            return true;
+        let k = head >> self.mem.shift();
+        k < p.claimed || self.claim(p, k)
+    }
+
+    #[cold]
+    fn claim(&self, p: &mut Producer, k: usize) -> bool {
+        let Some(id) = self.mem.claim() else { return false };
+        self.seq[k % self.seq.len()].store(id, Ordering::Relaxed);
+        p.chunk = self.mem.chunk(id);
+        p.claimed = k + 1;
+        if let Some(f) = &self.nudge {
+            f();
         }
-        p.tail_seen = self.tail.load(Ordering::Acquire);
-        head - p.tail_seen < self.pages.len()
+        true
     }
 
     fn start_page(&self, p: &mut Producer, ts: u64) -> bool {
@@ -296,8 +317,10 @@ impl PageRing {
             return false;
         }
         let head = self.shared_prod.head.load(Ordering::Relaxed);
-        let page = self.page_ptr(head);
-        // SAFETY: page `head` is free (the consumer released it through `tail`).
+        let in_chunk = head & (self.mem.pages_per_chunk() - 1);
+        // SAFETY: page `head` is in the chunk the producer claimed for it (`has_room`).
+        let page = unsafe { p.chunk.add(in_chunk * PAGE_SIZE) };
+        // SAFETY: the page is the producer's until `head` passes it.
         unsafe { (page as *mut u64).write(ts) };
         p.page = Some(head);
         p.cur = page;
@@ -340,7 +363,7 @@ impl PageRing {
     }
 
     unsafe fn seal(&self, p: &mut Producer, i: usize) {
-        let page = self.page_ptr(i);
+        let page = p.cur;
         let mut commit = p.off as u64;
         if p.pending_lost > 0 {
             commit |= RB_MISSED_EVENTS;
@@ -357,13 +380,6 @@ impl PageRing {
         unsafe { (page.add(8) as *mut u64).write(commit) };
         self.shared_prod.events.store(p.events, Ordering::Relaxed);
         self.shared_prod.head.store(i + 1, Ordering::Release);
-        // `tail_seen` is refreshed only when the ring looks full, so this fires once per
-        // ring's worth of pages, possibly early: a consumer that wakes early sleeps again.
-        if i + 1 - p.tail_seen == self.pages.len() / 2 {
-            if let Some(f) = &self.nudge {
-                f();
-            }
-        }
     }
 
     /// Consumer: the number of full pages waiting.
@@ -371,29 +387,34 @@ impl PageRing {
         self.shared_prod.head.load(Ordering::Relaxed) - self.tail.load(Ordering::Relaxed)
     }
 
-    /// The ring's size in pages.
-    pub fn capacity(&self) -> usize {
-        self.pages.len()
-    }
-
-    /// Consumer: call `f` with the full pages, oldest first, as runs of whole pages that are
-    /// contiguous in memory (at most two per call: before and after the wrap), releasing
-    /// each run after `f` returns. Returns the number of pages.
-    pub fn drain(&self, mut f: impl FnMut(&mut [u8])) -> usize {
+    /// Consumer: call `f` with up to `max` full pages, oldest first, as runs of whole pages
+    /// that are contiguous in memory (each inside one chunk), releasing each run after `f`
+    /// returns (and each chunk whose pages were all taken). Returns the number of pages.
+    pub fn drain(&self, max: usize, mut f: impl FnMut(&mut [u8])) -> usize {
         let head = self.shared_prod.head.load(Ordering::Acquire);
-        let mut tail = self.tail.load(Ordering::Relaxed);
-        let n = head - tail;
-        let len = self.pages.len();
-        while tail < head {
-            let run = (head - tail).min(len - tail % len);
-            // SAFETY: pages in tail..head were finished by the producer (Acquire on head) and
-            // are not touched by it until `tail` passes them; `run` pages from `tail % len`
-            // stay inside the array. Only the consumer (us) touches them until then.
-            f(unsafe { std::slice::from_raw_parts_mut(self.page_ptr(tail), run * PAGE_SIZE) });
+        let start = self.tail.load(Ordering::Relaxed);
+        let end = head.min(start.saturating_add(max));
+        let (shift, per) = (self.mem.shift(), self.mem.pages_per_chunk());
+        let mut tail = start;
+        while tail < end {
+            let k = tail >> shift;
+            let id = self.seq[k % self.seq.len()].load(Ordering::Relaxed);
+            let in_chunk = tail & (per - 1);
+            let run = (end - tail).min(per - in_chunk);
+            // SAFETY: pages in tail..head were finished by the producer (Acquire on head),
+            // which wrote `seq` for their chunks before; the run stays inside chunk `id`.
+            // Only the consumer (us) touches them until `tail` passes them.
+            let at = unsafe { self.mem.chunk(id).add(in_chunk * PAGE_SIZE) };
+            // SAFETY: as above.
+            f(unsafe { std::slice::from_raw_parts_mut(at, run * PAGE_SIZE) });
             tail += run;
             self.tail.store(tail, Ordering::Release);
+            if tail & (per - 1) == 0 {
+                // Every page of the chunk was taken: the producer may have it again.
+                self.mem.release(id);
+            }
         }
-        n
+        end - start
     }
 
     /// Events in the pages the producer finished (read with or after `drain`).
@@ -556,7 +577,7 @@ mod tests {
         let to_ns = |raw: u64| 500 + raw / 2;
         let mut last = 0;
         let mut got = Vec::new();
-        ring.drain(|run| {
+        ring.drain(usize::MAX, |run| {
             for page in run.chunks_exact_mut(PAGE_SIZE) {
                 assert_eq!(convert_page(page, &mut last, to_ns), 5);
                 let p = Page::parse(&LAYOUT, page).unwrap();
@@ -583,7 +604,7 @@ mod tests {
         unsafe { ring.finish_page() };
         // The previous page (under an older calibration) ended later than this one starts.
         let mut last = 150;
-        ring.drain(|run| {
+        ring.drain(usize::MAX, |run| {
             convert_page(run, &mut last, |raw| raw);
             let p = Page::parse(&LAYOUT, run).unwrap();
             let ts: Vec<u64> = p.events().map(|r| r.unwrap().ts).collect();

@@ -314,7 +314,7 @@ fn zstd_and_uncompressed_files_hold_every_event() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// `TP_COMPRESS` picks the compression, `TP_RESERVE_MB` the memory kept for bursts; a value
+/// `TP_COMPRESS` picks the compression, `TP_BUFFER_MB` each thread's buffer; a value
 /// either can't take is an error that says so.
 #[test]
 fn tp_compress_setting() {
@@ -325,9 +325,9 @@ fn tp_compress_setting() {
                 let e = g.unwrap_err().to_string();
                 assert_eq!(e, "TP_COMPRESS=\"lz5\": expected none, zstd or zlib");
             }
-            _ if std::env::var("TP_RESERVE_MB").is_ok_and(|v| v == "lots") => {
+            _ if std::env::var("TP_BUFFER_MB").is_ok_and(|v| v == "lots") => {
                 let e = g.unwrap_err().to_string();
-                assert_eq!(e, "TP_RESERVE_MB=\"lots\": expected a number of MiB");
+                assert_eq!(e, "TP_BUFFER_MB=\"lots\": expected a number of MiB");
             }
             _ => {
                 trace_ev3(1, 2, 3);
@@ -337,15 +337,15 @@ fn tp_compress_setting() {
         return;
     }
     let dir = crate::temp_dir("tp-compress");
-    let cases = [("none", "none", "0"), ("zlib", "zlib", "0"), ("zstd", "zstd", "8")];
-    for (value, want, reserve) in cases.into_iter().chain([("lz5", "", "0"), ("zstd", "", "lots")])
+    let cases = [("none", "none", "4"), ("zlib", "zlib", "16"), ("zstd", "zstd", "8")];
+    for (value, want, reserve) in cases.into_iter().chain([("lz5", "", "4"), ("zstd", "", "lots")])
     {
         let path = dir.join(format!("{value}-{reserve}.dat"));
         let out = crate::run_child(
             "recording::tp_compress_setting",
             &[
                 ("TP_COMPRESS", value),
-                ("TP_RESERVE_MB", reserve),
+                ("TP_BUFFER_MB", reserve),
                 ("TP_RECORD", path.to_str().unwrap()),
                 ("TP_EVENTS", "*:ev3"),
             ],

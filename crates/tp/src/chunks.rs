@@ -1,0 +1,296 @@
+//! The memory behind one thread's ring: a reservation of address space cut into chunks of
+//! one huge page (2 MiB, 512 ring pages), faulted in only when first written.
+//!
+//! A thread firing back to back writes about 3 GB/s of pages and the background thread
+//! compresses about 1 GB/s, so a 10-million-event burst leaves about 200 MB waiting. Keeping
+//! that much faulted in for every thread would cost every traced program its memory; faulting
+//! it in 4 KiB at a time runs at about 3 GB/s on this project's VM (as slow as the thread
+//! fires), but a 2 MiB huge page at about 23 GB/s (`MADV_HUGEPAGE`). So a ring reserves its
+//! most (256 MiB by default) and its producer faults chunks in as a burst reaches them; the
+//! background thread gives chunks back (`MADV_DONTNEED`) once the rings have been quiet for
+//! a while, keeping a few.
+//!
+//! Free chunks sit in two bit sets: `warm` (faulted in) and `cold` (not). The producer takes
+//! the lowest warm chunk, else the lowest cold one (which counts against the recording's
+//! [`Budget`]); the consumer returns a chunk to `warm` when it has taken all of its pages,
+//! and may move a warm chunk to `cold` (trim) or a cold one to `warm` (fault in ahead). Each
+//! side claims a chunk with a compare-and-swap, so a chunk is never handed out twice.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::ring::PAGE_SIZE;
+
+/// Ring pages in a chunk at most: one 2 MiB huge page.
+pub(crate) const MAX_CHUNK_PAGES: usize = 512;
+const HUGE: usize = 2 << 20;
+
+/// Bytes of chunks a recording may have faulted in at once, over all its rings, and the
+/// most it had.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: AtomicUsize,
+    cap: usize,
+    peak: AtomicUsize,
+}
+
+impl Budget {
+    pub fn new(cap: usize) -> Budget {
+        Budget { left: AtomicUsize::new(cap), cap, peak: AtomicUsize::new(0) }
+    }
+
+    fn take(&self, n: usize) -> bool {
+        let mut left = self.left.load(Ordering::Relaxed);
+        loop {
+            if left < n {
+                return false;
+            }
+            match self.left.compare_exchange_weak(
+                left,
+                left - n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.peak.fetch_max(self.cap - (left - n), Ordering::Relaxed);
+                    return true;
+                }
+                Err(v) => left = v,
+            }
+        }
+    }
+
+    fn give(&self, n: usize) {
+        self.left.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The most bytes faulted in at once so far.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+pub(crate) struct Chunks {
+    /// The mapping, and `base`: its first 2 MiB-aligned byte, where chunk 0 starts.
+    map: *mut libc::c_void,
+    map_len: usize,
+    base: *mut u8,
+    /// log2 of the pages per chunk.
+    shift: u32,
+    n: usize,
+    warm: Box<[AtomicU64]>,
+    cold: Box<[AtomicU64]>,
+    budget: Arc<Budget>,
+}
+
+// SAFETY: the mapping is owned by this value and freed once (drop); which side may touch a
+// chunk's bytes is decided by the atomic bit sets (see the module documentation).
+unsafe impl Send for Chunks {}
+// SAFETY: as above.
+unsafe impl Sync for Chunks {}
+
+impl Chunks {
+    /// Room for `pages` ring pages (at least two chunks), nothing faulted in; `None` when the
+    /// address space can't be reserved.
+    pub fn new(pages: usize, budget: Arc<Budget>) -> Option<Chunks> {
+        // At least two chunks, so the producer fills one while the consumer takes the other.
+        let per = (pages / 2).clamp(1, MAX_CHUNK_PAGES);
+        let shift = usize::BITS - 1 - per.leading_zeros();
+        let per = 1usize << shift;
+        let n = pages.div_ceil(per).max(2);
+        let len = n * per * PAGE_SIZE;
+        let map_len = len + HUGE;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return None;
+        }
+        let base = (map as usize).next_multiple_of(HUGE) as *mut u8;
+        // SAFETY: advice on the mapping's own range; it changes how the kernel backs the
+        // pages (huge pages where it can), not their contents.
+        unsafe { libc::madvise(base as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        let words = n.div_ceil(64);
+        let bits = |w: usize| {
+            let from = w * 64;
+            let k = (n - from).min(64);
+            AtomicU64::new(if k == 64 { u64::MAX } else { (1u64 << k) - 1 })
+        };
+        Some(Chunks {
+            map,
+            map_len,
+            base,
+            shift,
+            n,
+            warm: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            cold: (0..words).map(bits).collect(),
+            budget,
+        })
+    }
+
+    /// Pages per chunk (a power of two).
+    pub fn pages_per_chunk(&self) -> usize {
+        1 << self.shift
+    }
+
+    pub fn shift(&self) -> u32 {
+        self.shift
+    }
+
+    /// Chunks in all.
+    pub fn count(&self) -> usize {
+        self.n
+    }
+
+    fn bytes(&self) -> usize {
+        PAGE_SIZE << self.shift
+    }
+
+    /// The first byte of chunk `id`.
+    pub fn chunk(&self, id: usize) -> *mut u8 {
+        debug_assert!(id < self.n);
+        // SAFETY: inside the mapping (`id < n`).
+        unsafe { self.base.add(id * self.bytes()) }
+    }
+
+    /// Claim a free chunk for writing: a warm one if there is one, else a cold one within
+    /// the budget.
+    pub fn claim(&self) -> Option<usize> {
+        if let Some(id) = take_bit(&self.warm, false) {
+            return Some(id);
+        }
+        if !self.budget.take(self.bytes()) {
+            return None;
+        }
+        let id = take_bit(&self.cold, false);
+        if id.is_none() {
+            self.budget.give(self.bytes());
+        }
+        id
+    }
+
+    /// Give back a chunk whose pages were all taken (it stays faulted in).
+    pub fn release(&self, id: usize) {
+        self.warm[id / 64].fetch_or(1 << (id % 64), Ordering::Release);
+    }
+
+    /// Free chunks that are faulted in.
+    pub fn warm_free(&self) -> usize {
+        self.warm.iter().map(|w| w.load(Ordering::Relaxed).count_ones() as usize).sum()
+    }
+
+    /// Give the memory of free chunks back to the kernel, highest first, until at most
+    /// `keep` free ones stay faulted in. Returns how many.
+    pub fn trim(&self, keep: usize) -> usize {
+        let mut trimmed = 0;
+        while self.warm_free() > keep {
+            let Some(id) = take_bit(&self.warm, true) else { break };
+            // SAFETY: the chunk is ours (claimed), inside the mapping; its contents are not
+            // needed (every page was taken).
+            unsafe {
+                libc::madvise(
+                    self.chunk(id) as *mut libc::c_void,
+                    self.bytes(),
+                    libc::MADV_DONTNEED,
+                )
+            };
+            self.budget.give(self.bytes());
+            self.cold[id / 64].fetch_or(1 << (id % 64), Ordering::Release);
+            trimmed += 1;
+        }
+        trimmed
+    }
+
+    /// Fault a cold chunk in and make it warm (so the producer doesn't have to); false when
+    /// there is none (or the budget is spent).
+    pub fn fault_in_one(&self) -> bool {
+        if !self.budget.take(self.bytes()) {
+            return false;
+        }
+        let Some(id) = take_bit(&self.cold, false) else {
+            self.budget.give(self.bytes());
+            return false;
+        };
+        let p = self.chunk(id);
+        for off in (0..self.bytes()).step_by(PAGE_SIZE) {
+            // SAFETY: inside the claimed chunk; a volatile write so that it is not elided.
+            // Nothing reads the byte before the producer writes the page.
+            unsafe { p.add(off).write_volatile(0) };
+        }
+        self.release(id);
+        true
+    }
+}
+
+impl Drop for Chunks {
+    fn drop(&mut self) {
+        let cold: usize =
+            self.cold.iter().map(|w| w.load(Ordering::Relaxed).count_ones() as usize).sum();
+        self.budget.give((self.n - cold) * self.bytes());
+        // SAFETY: the mapping made in `new`, unmapped once; nothing refers to it any more.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}
+
+/// Clear one set bit of `words` (the lowest, or the highest when `high`) and return its
+/// index.
+fn take_bit(words: &[AtomicU64], high: bool) -> Option<usize> {
+    let order: Box<dyn Iterator<Item = usize>> =
+        if high { Box::new((0..words.len()).rev()) } else { Box::new(0..words.len()) };
+    for w in order {
+        let word = &words[w];
+        let mut v = word.load(Ordering::Relaxed);
+        while v != 0 {
+            let b = if high { 63 - v.leading_zeros() } else { v.trailing_zeros() };
+            // Acquire: the chunk's last reader (the consumer) released it before setting the bit.
+            match word.compare_exchange_weak(v, v & !(1 << b), Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(w * 64 + b as usize),
+                Err(now) => v = now,
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_claimed_once_warm_first_and_within_budget() {
+        let budget = Arc::new(Budget::new(3 * HUGE));
+        let c = Chunks::new(8 * 512, budget.clone()).unwrap();
+        assert_eq!((c.count(), c.pages_per_chunk()), (8, 512));
+        assert_eq!(c.chunk(0) as usize % HUGE, 0);
+        let got: Vec<_> = (0..4).map(|_| c.claim()).collect();
+        assert_eq!(got, [Some(0), Some(1), Some(2), None], "three chunks' budget");
+        c.release(1);
+        assert_eq!(c.claim(), Some(1), "a warm chunk before a cold one");
+        c.release(2);
+        c.release(1);
+        assert_eq!(c.trim(1), 1);
+        assert_eq!(c.warm_free(), 1);
+        assert_eq!(c.claim(), Some(1), "the lowest warm chunk was kept");
+        assert!(c.fault_in_one(), "chunk 2's budget came back with the trim");
+        assert_eq!(budget.peak(), 3 * HUGE);
+        drop(c);
+        assert!(budget.take(3 * HUGE), "a dropped ring gives its budget back");
+    }
+
+    #[test]
+    fn small_rings_have_two_chunks_at_least() {
+        let c = Chunks::new(2, Arc::new(Budget::new(usize::MAX))).unwrap();
+        assert_eq!((c.count(), c.pages_per_chunk()), (2, 1));
+        let c = Chunks::new(100, Arc::new(Budget::new(usize::MAX))).unwrap();
+        assert_eq!((c.count(), c.pages_per_chunk()), (4, 32));
+    }
+}
