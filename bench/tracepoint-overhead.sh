@@ -8,8 +8,9 @@
 #        stay flat). Before the enabled loop it times back-to-back rdtsc reads (the clock
 #        read each event makes, whose cost is the host's), alone and beside a thread
 #        compressing as the recorder does: printed per round beside the enabled cost, with
-#        the events lost and the memory the thread's buffer grew to, so a slow round shows whether
-#        the clock read was slow too.
+#        the events lost, the memory the thread's buffer grew to (a burst that outruns
+#        compression faults it in, in the kernel time shown), so a slow round shows whether
+#        the clock read or the memory was slow.
 # peer:  ../shared/peers/lttng-ust/run.sh N (LTTng-UST, a real lttng session; needs Debian
 #        lttng-tools liblttng-ust-dev).
 # Each configuration runs ROUNDS times (default 3), interleaved; the median is reported, and
@@ -110,14 +111,15 @@ printf '%-22s %12s %12s\n' "tp, 1 thread" "$(cpu tp1 disabled)" "$t1c"
 printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$(cpu tp2 disabled)" "$(cpu tp2 enabled)"
 printf '%-22s %12s %12s\n' "lttng-ust / tp" "" "$(ratio "$lt_cpu" "$t1c")"
 echo "tp events lost per round: 1 thread $(lost tp1), 2 threads $(lost tp2)"
-echo "tp per round, 1 thread: enabled | rdtsc | rdtsc beside compression (wall ns); enabled | rdtsc (thread CPU ns); lost; buffer MiB"
+echo "tp per round, 1 thread: enabled | rdtsc | rdtsc beside compression (wall ns); enabled | rdtsc (thread CPU ns); of enabled, kernel (page faults) ns; lost; buffer MiB"
 for r in $(seq "$ROUNDS"); do
   w=$(awk '/^tp enabled/ { e = $3 } /^tp rdtsc / { t = $3 } /^tp rdtsc-busy/ { b = $3 } END { printf "%s | %s | %s", e, t, b }' "$work/tp1.$r")
   c=$(sed -n 's/.*enabled \([0-9.]*\) ns\/event.*/\1/p' "$work/tp1.err.$r")
   rc=$(sed -n 's/.*rdtsc thread-cpu-time: \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
   l=$(sed -n 's/.*lost \([0-9]*\),.*/\1/p' "$work/tp1.err.$r")
   h=$(sed -n 's/.*buffers at most \([0-9]*\) MiB.*/\1/p' "$work/tp1.err.$r")
-  echo "  round $r: $w; $c | $rc; lost $l; buffer $h MiB"
+  k=$(sed -n 's/.*thread-kernel-time: enabled \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
+  echo "  round $r: $w; $c | $rc; kernel $k; lost $l; buffer $h MiB"
 done
 echo "tp enabled wall per round: 1 thread $(for r in $(seq "$ROUNDS"); do awk '/^tp enabled/ { print $3 }' "$work/tp1.$r"; done | paste -sd/ -), lttng-ust enabled wall per round: $(if [ $have_peer = 1 ]; then for r in $(seq "$ROUNDS"); do awk '/enabled/ { print $3 }' "$work/lt.$r"; done | paste -sd/ -; else echo n/a; fi)"
 echo "machine: $(nproc) cores; $load_before (before), $(uptime | sed 's/.*load average/load average/') (after)"

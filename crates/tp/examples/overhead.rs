@@ -11,7 +11,9 @@
 //! each event makes, whose cost is the host's (it moves between runs of the same binary),
 //! and `tp rdtsc-busy Y ns/read`: the same while another thread compresses pages with zstd
 //! as the recorder's background thread does (if the two CPUs are hyperthreads of one core
-//! on the host, that thread slows the reads).
+//! on the host, that thread slows the reads). The enabled loop's kernel time per event goes
+//! to stderr too: a burst that outruns compression faults fresh memory into the thread's
+//! buffer, whose cost on a VM moves with the host from run to run.
 //! The recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer and
 //! `TP_COMPRESS=none|zstd` the compression.
 
@@ -42,10 +44,10 @@ fn fire(n: u64) {
     }
 }
 
-/// Mean over threads of (wall ns/event, thread CPU ns/event).
-fn run(n: u64, threads: usize) -> (f64, f64) {
+/// Mean over threads of (wall ns/event, thread CPU ns/event, of which in the kernel).
+fn run(n: u64, threads: usize) -> (f64, f64, f64) {
     let barrier = std::sync::Barrier::new(threads);
-    let per_thread: Vec<(f64, f64)> = std::thread::scope(|s| {
+    let per_thread: Vec<(f64, f64, f64)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
@@ -53,10 +55,11 @@ fn run(n: u64, threads: usize) -> (f64, f64) {
                     trace_ev3(0, 7, 0);
                     barrier.wait();
                     let t = Instant::now();
-                    let c0 = cpu_ns();
+                    let (c0, k0) = (cpu_ns(), kernel_ns());
                     fire(n);
-                    let c1 = cpu_ns();
-                    (t.elapsed().as_nanos() as f64 / n as f64, (c1 - c0) as f64 / n as f64)
+                    let (c1, k1) = (cpu_ns(), kernel_ns());
+                    let per = |d: u64| d as f64 / n as f64;
+                    (per(t.elapsed().as_nanos() as u64), per(c1 - c0), per(k1 - k0))
                 })
             })
             .collect();
@@ -66,6 +69,7 @@ fn run(n: u64, threads: usize) -> (f64, f64) {
     (
         per_thread.iter().map(|p| p.0).sum::<f64>() / k,
         per_thread.iter().map(|p| p.1).sum::<f64>() / k,
+        per_thread.iter().map(|p| p.2).sum::<f64>() / k,
     )
 }
 
@@ -75,7 +79,7 @@ fn main() {
     let threads: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
     tp::registry::init();
 
-    let (disabled, disabled_cpu) = run(n, threads);
+    let (disabled, disabled_cpu, _) = run(n, threads);
     println!("tp disabled {disabled:.2} ns/event");
 
     let dir = std::env::temp_dir().join(format!("tp-overhead-{}", std::process::id()));
@@ -95,13 +99,14 @@ fn main() {
     println!("tp rdtsc-busy {busy_wall:.2} ns/read");
     let rec = b.start().expect("recorder");
     let p0 = process_cpu_ns();
-    let (enabled, enabled_cpu) = run(n, threads);
+    let (enabled, enabled_cpu, enabled_kernel) = run(n, threads);
     let process_cpu = (process_cpu_ns() - p0) as f64 / (n as f64 * threads as f64);
     let stats = rec.stop().expect("write recording");
     println!("tp enabled {enabled:.2} ns/event");
     eprintln!(
         "tp thread-cpu-time: disabled {disabled_cpu:.2} ns/event, enabled {enabled_cpu:.2} ns/event"
     );
+    eprintln!("tp thread-kernel-time: enabled {enabled_kernel:.2} ns/event (page faults)");
     eprintln!("tp rdtsc thread-cpu-time: {rdtsc_cpu:.2} ns/read, {busy_cpu:.2} beside compression");
     eprintln!("tp process-cpu-time over the enabled loop: {process_cpu:.2} ns/event (all threads)");
     eprintln!(
@@ -175,6 +180,16 @@ fn beside_compression<R>(f: impl FnOnce() -> R) -> R {
 /// This thread's CPU time: the cost without the time other processes took the core.
 fn cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// This thread's CPU time in the kernel (on behalf of the thread: page faults in the loop),
+/// in 1 us steps.
+fn kernel_ns() -> u64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage writes a whole one.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage to write to.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    ru.ru_stime.tv_sec as u64 * 1_000_000_000 + ru.ru_stime.tv_usec as u64 * 1000
 }
 
 /// CPU time of all this process's threads.
