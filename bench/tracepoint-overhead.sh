@@ -118,7 +118,7 @@ for r in $(seq "$ROUNDS"); do
   rc=$(sed -n 's/.*rdtsc thread-cpu-time: \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
   l=$(sed -n 's/.*lost \([0-9]*\),.*/\1/p' "$work/tp1.err.$r")
   h=$(sed -n 's/.*buffers at most \([0-9]*\) MiB.*/\1/p' "$work/tp1.err.$r")
-  k=$(sed -n 's/.*thread-kernel-time: enabled \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
+  k=$(sed -n 's/.*thread-kernel-time over the enabled loop: \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
   echo "  round $r: $w; $c | $rc; kernel $k; lost $l; buffer $h MiB"
 done
 echo "tp enabled wall per round: 1 thread $(for r in $(seq "$ROUNDS"); do awk '/^tp enabled/ { print $3 }' "$work/tp1.$r"; done | paste -sd/ -), lttng-ust enabled wall per round: $(if [ $have_peer = 1 ]; then for r in $(seq "$ROUNDS"); do awk '/enabled/ { print $3 }' "$work/lt.$r"; done | paste -sd/ -; else echo n/a; fi)"

@@ -106,7 +106,9 @@ fn main() {
     eprintln!(
         "tp thread-cpu-time: disabled {disabled_cpu:.2} ns/event, enabled {enabled_cpu:.2} ns/event"
     );
-    eprintln!("tp thread-kernel-time: enabled {enabled_kernel:.2} ns/event (page faults)");
+    eprintln!(
+        "tp thread-kernel-time over the enabled loop: {enabled_kernel:.2} ns/event (page faults)"
+    );
     eprintln!("tp rdtsc thread-cpu-time: {rdtsc_cpu:.2} ns/read, {busy_cpu:.2} beside compression");
     eprintln!("tp process-cpu-time over the enabled loop: {process_cpu:.2} ns/event (all threads)");
     eprintln!(
