@@ -593,6 +593,55 @@ mod tests {
         assert_eq!(last, to_ns(raws[4]));
     }
 
+    /// Fill a ring until it drops; `next` numbers the events.
+    fn fill(ring: &PageRing, next: &mut u64) {
+        // SAFETY: the test is the only producer.
+        while let Some(dst) = unsafe { ring.reserve(8, *next) } {
+            // SAFETY: `reserve` gave 8 writable bytes.
+            unsafe { (dst as *mut u64).write_unaligned(*next) };
+            *next += 1;
+        }
+    }
+
+    /// The numbers of the events in `run`'s pages.
+    fn numbers(run: &[u8]) -> Vec<u64> {
+        let mut v = Vec::new();
+        for page in run.chunks_exact(PAGE_SIZE) {
+            let p = Page::parse(&LAYOUT, page).unwrap();
+            v.extend(p.events().map(|r| u64::from_le_bytes(r.unwrap().data.try_into().unwrap())));
+        }
+        v
+    }
+
+    /// Two chunks of two pages: the producer drops once both chunks are full, and writes
+    /// again only when the consumer took every page of the older chunk; over many laps
+    /// every event that was not dropped comes out once, in order.
+    #[test]
+    fn pages_cycle_through_chunks() {
+        let ring = PageRing::new(4);
+        assert_eq!((ring.memory().count(), ring.memory().pages_per_chunk()), (2, 2));
+        let mut next = 0;
+        let mut got = Vec::new();
+        for _ in 0..20 {
+            fill(&ring, &mut next);
+            assert_eq!(ring.ready(), 4, "both chunks full");
+            let before = ring.lost();
+            assert_eq!(ring.drain(1, |run| got.extend(numbers(run))), 1);
+            fill(&ring, &mut next);
+            assert_eq!(ring.lost(), before + 1, "one page taken: its chunk is not free yet");
+            assert_eq!(ring.drain(1, |run| got.extend(numbers(run))), 1);
+            fill(&ring, &mut next);
+            assert_eq!(ring.ready(), 4, "the older chunk was free again and was filled");
+            ring.drain(2, |run| got.extend(numbers(run)));
+        }
+        // SAFETY: the test is the only producer.
+        unsafe { ring.finish_page() };
+        ring.drain(usize::MAX, |run| got.extend(numbers(run)));
+        assert_eq!(got, (0..next).collect::<Vec<_>>(), "every event written, once, in order");
+        assert_eq!(ring.events(), next);
+        assert!(next > 20 * 4 * 300, "{next} events");
+    }
+
     #[test]
     fn convert_page_never_goes_backwards() {
         let ring = PageRing::new(4);

@@ -69,6 +69,29 @@ fn events_from_two_threads_read_back_equal() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A burst fired back to back at defaults is kept whole: 3 million events (about 85 MB of
+/// pages) fit in the thread's buffer however far behind the background thread is, because
+/// the buffer grows into memory as the burst reaches it.
+#[test]
+fn a_burst_at_defaults_is_kept_whole() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("burst");
+    let path = dir.join("t.tp");
+    let rec = tp::Recorder::start(&path).unwrap();
+    let n = 3_000_000u64;
+    for i in 0..n {
+        trace_ev3(i as i32, 7, i as i64);
+    }
+    let stats = rec.stop().unwrap();
+    assert_eq!((stats.events, stats.lost), (n, 0));
+    assert!(stats.memory_peak <= 512 << 20, "{}", stats.memory_peak);
+    let r = read(&path);
+    assert_eq!(r.records.len() as u64, n);
+    let last = &r.records.last().unwrap().2;
+    assert_eq!(i32::from_le_bytes(last[8..12].try_into().unwrap()), (n - 1) as i32);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn full_buffers_drop_and_count() {
     let _g = crate::global();
