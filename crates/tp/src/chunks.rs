@@ -167,7 +167,8 @@ impl Chunks {
         if let Some(id) = take_bit(&self.warm, false) {
             return Some(id);
         }
-        if !self.budget.take(self.bytes()) {
+        // Loads only, while the ring is full: a producer asks again for every event it drops.
+        if self.cold_none() || !self.budget.take(self.bytes()) {
             return None;
         }
         let id = take_bit(&self.cold, false);
@@ -175,6 +176,10 @@ impl Chunks {
             self.budget.give(self.bytes());
         }
         id
+    }
+
+    fn cold_none(&self) -> bool {
+        self.cold.iter().all(|w| w.load(Ordering::Relaxed) == 0)
     }
 
     /// Give back a chunk whose pages were all taken (it stays faulted in).
@@ -212,7 +217,7 @@ impl Chunks {
     /// Fault a cold chunk in and make it warm (so the producer doesn't have to); false when
     /// there is none (or the budget is spent).
     pub fn fault_in_one(&self) -> bool {
-        if !self.budget.take(self.bytes()) {
+        if self.cold_none() || !self.budget.take(self.bytes()) {
             return false;
         }
         let Some(id) = take_bit(&self.cold, false) else {
