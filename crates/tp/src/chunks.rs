@@ -1,14 +1,18 @@
 //! The memory behind one thread's ring: a reservation of address space cut into chunks of
-//! one huge page (2 MiB, 512 ring pages), faulted in only when first written.
+//! 2 MiB (512 ring pages), faulted in only when first written.
 //!
 //! A thread firing back to back writes about 3 GB/s of pages and the background thread
-//! compresses about 1 GB/s, so a 10-million-event burst leaves about 200 MB waiting. Keeping
-//! that much faulted in for every thread would cost every traced program its memory; faulting
-//! it in 4 KiB at a time runs at about 3 GB/s on this project's VM (as slow as the thread
-//! fires), but a 2 MiB huge page at about 23 GB/s (`MADV_HUGEPAGE`). So a ring reserves its
-//! most (256 MiB by default) and its producer faults chunks in as a burst reaches them; the
-//! background thread gives chunks back (`MADV_DONTNEED`) once the rings have been quiet for
-//! a while, keeping a few.
+//! compresses about 1 GB/s, so a 10-million-event burst leaves 80-180 MB waiting. Keeping
+//! that much faulted in for every thread would cost every traced program its memory, so a
+//! ring reserves its most (512 MiB by default, `MAP_NORESERVE`) and its producer faults
+//! chunks in as a burst reaches them; the background thread gives chunks back
+//! (`MADV_DONTNEED`) once the rings have been quiet for a while, keeping a few.
+//!
+//! Pages are 4 KiB (`MADV_NOHUGEPAGE`), not huge pages: on this project's VM, which reports
+//! free memory to its host, memory the host took back faulted in at 0.45-0.5 GB/s in huge
+//! pages and 1.3-3 GB/s in 4 KiB pages (huge pages won only on memory the host still
+//! backed); a 10-million-event burst cost 28-31 ns/event against 15-19 in that state, and the
+//! benchmark's medians were 15-19 against 17-23 ns (README).
 //!
 //! Free chunks sit in two bit sets: `warm` (faulted in) and `cold` (not). The producer takes
 //! the lowest warm chunk, else the lowest cold one (which counts against the recording's
@@ -21,9 +25,8 @@ use std::sync::Arc;
 
 use crate::ring::PAGE_SIZE;
 
-/// Ring pages in a chunk at most: one 2 MiB huge page.
+/// Ring pages in a chunk at most (2 MiB).
 pub(crate) const MAX_CHUNK_PAGES: usize = 512;
-const HUGE: usize = 2 << 20;
 
 /// Bytes of chunks a recording may have faulted in at once, over all its rings, and the
 /// most it had.
@@ -71,10 +74,9 @@ impl Budget {
 }
 
 pub(crate) struct Chunks {
-    /// The mapping, and `base`: its first 2 MiB-aligned byte, where chunk 0 starts.
-    map: *mut libc::c_void,
-    map_len: usize,
+    /// The mapping; chunk 0 starts there.
     base: *mut u8,
+    len: usize,
     /// log2 of the pages per chunk.
     shift: u32,
     n: usize,
@@ -99,12 +101,11 @@ impl Chunks {
         let per = 1usize << shift;
         let n = pages.div_ceil(per).max(2);
         let len = n * per * PAGE_SIZE;
-        let map_len = len + HUGE;
         // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                map_len,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
@@ -114,10 +115,9 @@ impl Chunks {
         if map == libc::MAP_FAILED {
             return None;
         }
-        let base = (map as usize).next_multiple_of(HUGE) as *mut u8;
         // SAFETY: advice on the mapping's own range; it changes how the kernel backs the
-        // pages (huge pages where it can), not their contents.
-        unsafe { libc::madvise(base as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        // pages (never huge pages, see the module documentation), not their contents.
+        unsafe { libc::madvise(map, len, libc::MADV_NOHUGEPAGE) };
         let words = n.div_ceil(64);
         let bits = |w: usize| {
             let from = w * 64;
@@ -125,9 +125,8 @@ impl Chunks {
             AtomicU64::new(if k == 64 { u64::MAX } else { (1u64 << k) - 1 })
         };
         Some(Chunks {
-            map,
-            map_len,
-            base,
+            base: map as *mut u8,
+            len,
             shift,
             n,
             warm: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -241,7 +240,7 @@ impl Drop for Chunks {
             self.cold.iter().map(|w| w.load(Ordering::Relaxed).count_ones() as usize).sum();
         self.budget.give((self.n - cold) * self.bytes());
         // SAFETY: the mapping made in `new`, unmapped once; nothing refers to it any more.
-        unsafe { libc::munmap(self.map, self.map_len) };
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
 
@@ -272,10 +271,10 @@ mod tests {
 
     #[test]
     fn chunks_are_claimed_once_warm_first_and_within_budget() {
-        let budget = Arc::new(Budget::new(3 * HUGE));
+        let chunk = 2 << 20;
+        let budget = Arc::new(Budget::new(3 * chunk));
         let c = Chunks::new(8 * 512, budget.clone()).unwrap();
         assert_eq!((c.count(), c.pages_per_chunk()), (8, 512));
-        assert_eq!(c.chunk(0) as usize % HUGE, 0);
         let got: Vec<_> = (0..4).map(|_| c.claim()).collect();
         assert_eq!(got, [Some(0), Some(1), Some(2), None], "three chunks' budget");
         c.release(1);
@@ -286,9 +285,9 @@ mod tests {
         assert_eq!(c.warm_free(), 1);
         assert_eq!(c.claim(), Some(1), "the lowest warm chunk was kept");
         assert!(c.fault_in_one(), "chunk 2's budget came back with the trim");
-        assert_eq!(budget.peak(), 3 * HUGE);
+        assert_eq!(budget.peak(), 3 * chunk);
         drop(c);
-        assert!(budget.take(3 * HUGE), "a dropped ring gives its budget back");
+        assert!(budget.take(3 * chunk), "a dropped ring gives its budget back");
     }
 
     #[test]

@@ -88,7 +88,7 @@
 //!   was chosen with `examples/codec.rs`, see the README. `Compression::None` (or
 //!   `TP_COMPRESS=none`) writes pages as they are. A thread that fires faster than that
 //!   (about 1 GB/s of pages) leaves pages waiting in its buffer, which grows into memory as
-//!   the burst reaches it (up to 256 MiB per thread, 512 MiB per recording, see
+//!   the burst reaches it (up to 512 MiB per thread, 1 GiB per recording, see
 //!   [`RecorderBuilder::pages_per_thread`]); past that the excess is dropped. `bench/recorder-sustained.sh` measures loss at
 //!   sustained rates, against LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and the
 //!   kernel's missed-events flags in the page headers). With every core busy firing events,

@@ -76,20 +76,24 @@ pub struct RecorderBuilder {
 }
 
 impl RecorderBuilder {
-    /// Most pages (4 KiB each) in each thread's buffer; default 65536 (256 MiB, about 9
+    /// Most pages (4 KiB each) in each thread's buffer; default 131072 (512 MiB, about 18
     /// million three-integer events). The buffer is address space reserved when the thread
-    /// first records; memory is faulted in (2 MiB huge pages where the kernel gives them) only
-    /// as a burst that comes faster than the background thread compresses reaches it, and
-    /// given back after the recording was quiet for a second, but 4 MiB. When a buffer is full,
-    /// new events are dropped and counted. `TP_BUFFER_MB` sets it (in MiB) for
-    /// [`crate::init_from_env`].
+    /// first records; memory is faulted in only as a burst that comes faster than the
+    /// background thread compresses reaches it, and given back after the recording was quiet
+    /// for a second, but 4 MiB. When a buffer is full, new events are dropped and counted.
+    /// `TP_BUFFER_MB` sets it (in MiB) for [`crate::init_from_env`].
     pub fn pages_per_thread(mut self, n: usize) -> Self {
         self.pages_per_thread = n.max(2);
         self
     }
 
-    /// Most bytes of all threads' buffers faulted in at once (default 512 MiB: two threads'
-    /// full buffers); past it, a thread whose buffer needs more memory drops events (counted).
+    /// Most bytes of all threads' buffers faulted in at once; past it, a thread whose buffer
+    /// needs more memory drops events (counted). Default: 1 GiB, or an eighth of the memory
+    /// available when the recording starts if that is less (`MemAvailable`, and the cgroup's
+    /// `memory.max` less its `memory.current` when it has a limit), so that a burst never
+    /// pushes a small machine or container into swapping or the OOM killer (but at least 16
+    /// MiB). Two threads each
+    /// firing a 10-million-event burst needed up to 452 MiB here.
     pub fn max_memory_bytes(mut self, n: usize) -> Self {
         self.max_memory = n;
         self
@@ -172,9 +176,9 @@ impl Recorder {
     pub fn builder(path: impl Into<PathBuf>) -> RecorderBuilder {
         RecorderBuilder {
             path: path.into(),
-            pages_per_thread: 65536,
+            pages_per_thread: 131072,
             compression: Compression::Zstd,
-            max_memory: 512 << 20,
+            max_memory: default_max_memory(),
         }
     }
 
@@ -212,6 +216,36 @@ impl Drop for Recorder {
             }
         }
     }
+}
+
+/// See [`RecorderBuilder::max_memory_bytes`].
+fn default_max_memory() -> usize {
+    const CAP: u64 = 1 << 30;
+    let kib = |text: &str, key: &str| {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..].trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+    };
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mut avail = kib(&meminfo, "MemAvailable:").map_or(u64::MAX, |k| k * 1024);
+    // This process's memory cgroup: v1's memory controller, else v2's unified one ("max",
+    // no limit, does not parse).
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let read = |path: String| std::fs::read_to_string(path).ok()?.trim().parse::<u64>().ok();
+    let limit = if let Some(p) = cgroup.lines().find_map(|l| l.split_once(":memory:")) {
+        let dir = format!("/sys/fs/cgroup/memory{}", p.1.trim_end_matches('/'));
+        read(format!("{dir}/memory.limit_in_bytes"))
+            .zip(read(format!("{dir}/memory.usage_in_bytes")))
+    } else if let Some(p) = cgroup.lines().find_map(|l| l.strip_prefix("0::")) {
+        let dir = format!("/sys/fs/cgroup{}", p.trim_end_matches('/'));
+        read(format!("{dir}/memory.max")).zip(read(format!("{dir}/memory.current")))
+    } else {
+        None
+    };
+    if let Some((max, used)) = limit {
+        avail = avail.min(max.saturating_sub(used));
+    }
+    // At least a few threads' first chunks, whatever the machine says.
+    (avail / 8).clamp(16 << 20, CAP) as usize
 }
 
 fn with_active<R>(gen: u64, f: impl FnOnce(&Active) -> R) -> Option<R> {
