@@ -36,15 +36,18 @@ struct Shared {
 }
 
 impl Shared {
-    /// A thread's ring, its first [`KEEP_CHUNKS`] faulted in, nudging the background thread.
+    /// A thread's ring, nudging the background thread; with its first [`KEEP_CHUNKS`]
+    /// faulted in if `warm` (the background thread's spare; a thread that builds its own
+    /// faults pages in as it writes them instead of all at once on its first event).
     /// Smaller than asked if the address space is short; `None` if even two pages are.
-    fn new_page_ring(&self) -> Option<PageRing> {
+    fn new_page_ring(&self, warm: bool) -> Option<PageRing> {
         let mut pages = self.pages_per_thread;
         loop {
             let w = self.wake.clone();
             let nudge: Box<dyn Fn() + Send + Sync> = Box::new(move || w.nudge());
             if let Some(r) = PageRing::with_nudge(pages, self.budget.clone(), Some(nudge)) {
-                for _ in 0..KEEP_CHUNKS {
+                let keep = if warm { KEEP_CHUNKS } else { 0 };
+                for _ in 0..keep {
                     r.memory().fault_in_one();
                 }
                 return Some(r);
@@ -356,7 +359,7 @@ fn attach(ctx: &ThreadCtx, gen: u64) -> Option<*const Ring> {
     let spare_taken = spare.is_some();
     let pages = match spare {
         Some(r) => r,
-        None => sh.new_page_ring()?,
+        None => sh.new_page_ring(false)?,
     };
     let ring = Arc::new(Ring {
         pages,
@@ -479,7 +482,7 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         // Building a ring faults in its first chunks (about 0.3 ms here): not while pages
         // come, nor on the look that finds a new thread's ring (it may be starting a burst).
         if !busy && sh.spare.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
-            if let Some(ring) = sh.new_page_ring() {
+            if let Some(ring) = sh.new_page_ring(true) {
                 *sh.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(ring);
             }
         }
