@@ -64,6 +64,8 @@
 //! - `recorder`: starts, drains and finishes recordings; attaches a ring to a thread.
 //! - `ctx`: the per-thread context (RCU reader, tid, the thread's ring).
 //! - `ring`: per-thread rings of kernel-format pages, decoded with `tp_format::page`.
+//! - `chunks`: a ring's memory, reserved up front and faulted in 2 MiB chunks as needed.
+//! - `spool`: the background thread's side: converts, compresses and writes taken pages.
 //! - `record`: the common fields and the bounds-checked writer of one record.
 //! - `stack`: user stacks (frame-pointer walk inside the thread's stack bounds, the
 //!   `ftrace:user_stack` record and format, the process's maps for the file).
@@ -74,8 +76,9 @@
 //! # Costs and limits
 //! - Disabled: one relaxed load and a branch per `trace_NAME` call (the word also holds the
 //!   SDT semaphore, so a clear semaphore adds nothing).
-//! - Enabled with the recorder: about 12 ns per three-integer event on this project's
-//!   AMD EPYC VM, of which `rdtsc` alone is ~11.5 ns (its throughput limit); no lock, no
+//! - Enabled with the recorder: 10.6-12 ns per three-integer event on this project's AMD
+//!   EPYC VM (median of a 10-million-event burst), of which `rdtsc` alone is 9.1-9.5 ns
+//!   (its throughput limit) and most of the rest the kernel faulting in buffer memory; no lock, no
 //!   shared write, no call and no allocation per event in the common case (see
 //!   `examples/overhead.rs` and `bench/tracepoint-overhead.sh`). The producer's state, the
 //!   page counters it publishes and the background thread's position sit on separate cache
@@ -88,10 +91,11 @@
 //!   was chosen with `examples/codec.rs`, see the README. `Compression::None` (or
 //!   `TP_COMPRESS=none`) writes pages as they are. A thread that fires faster than that
 //!   (about 1 GB/s of pages) leaves pages waiting in its buffer, which grows into memory as
-//!   the burst reaches it (up to 512 MiB per thread, 1 GiB per recording, see
-//!   [`RecorderBuilder::pages_per_thread`]); past that the excess is dropped. `bench/recorder-sustained.sh` measures loss at
-//!   sustained rates, against LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and the
-//!   kernel's missed-events flags in the page headers). With every core busy firing events,
+//!   the burst reaches it (the background thread faults it in ahead; up to 512 MiB per
+//!   thread, 1 GiB per recording, see [`RecorderBuilder::pages_per_thread`]); past that the
+//!   excess is dropped. `bench/recorder-sustained.sh` measures loss at sustained rates,
+//!   against LTTng-UST. Dropped events are counted (stats `dropped events:` per stream, and
+//!   the kernel's missed-events flags in the page headers). With every core busy firing events,
 //!   the background thread gets no CPU and most of a long burst is dropped.
 //! - A probe that never returns blocks every later unregister (read-copy-update waits for
 //!   it). Events fired from other thread-local destructors after tp's own thread context is
