@@ -1,4 +1,4 @@
-//! The in-process recorder: per-thread page rings (see [`crate::ring`]) drained by a
+//! The in-process recorder: per-thread page rings (see `ring`) drained by a
 //! background thread into per-thread spool files, assembled into one trace.dat v7 file (see
 //! `output`) when the recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
 //! the main thread).
