@@ -66,7 +66,7 @@ fn list_perf_events(out: &mut impl Write, glob: Option<&str>) -> anyhow::Result<
         writeln!(out, "  {:<48} [{}{note}]", s.names.join(" OR "), s.class.label())?;
         any = true;
     }
-    if glob.map_or(true, |g| glob_match(g, "mem:")) {
+    if glob.is_none_or(|g| glob_match(g, "mem:")) {
         writeln!(out, "  {:<48} [{}]", "mem:<addr>[/len][:access]", Class::Breakpoint.label())?;
         writeln!(out, "  {:<48} [{}]", "mem:<symbol>[/len][:access]", Class::Breakpoint.label())?;
         any = true;

@@ -622,7 +622,7 @@ impl EventFilter {
     }
 
     fn allows(&self, id: u16) -> bool {
-        self.allowed.as_ref().map_or(true, |a| a[id as usize])
+        self.allowed.as_ref().is_none_or(|a| a[id as usize])
     }
 }
 

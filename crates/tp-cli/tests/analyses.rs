@@ -545,7 +545,7 @@ fn perfetto_has_exactly_the_events_of_the_source() {
     let pick = |v: &[Value], kind: Option<&str>, event: &str, names: &[&str]| {
         let mut m: Vec<String> = v
             .iter()
-            .filter(|e| e["event"] == event && kind.map_or(true, |k| e["kind"] == k))
+            .filter(|e| e["event"] == event && kind.is_none_or(|k| e["kind"] == k))
             .map(|e| {
                 let f: Vec<String> = names.iter().map(|n| e["fields"][n].to_string()).collect();
                 format!("{} {} {}", e["ts"], e["pid"], f.join(" "))

@@ -602,7 +602,7 @@ fn tracepoint_lines_are_the_kernels_text_of_the_same_hits() {
     }
     let mut found = 0usize;
     for t in &tp {
-        if not_kept > 0 && kept_from.get(&t.2).map_or(true, |&f| t.3 < f + SLACK_US) {
+        if not_kept > 0 && kept_from.get(&t.2).is_none_or(|&f| t.3 < f + SLACK_US) {
             continue;
         }
         found += 1;

@@ -95,7 +95,7 @@ fn count_getppid(lines: &[String], pid: Option<i32>) -> usize {
         .iter()
         .filter_map(|l| parse_line(l))
         .filter(|(p, n, t)| {
-            n == "sys_enter" && t.starts_with("NR 110 ") && pid.map_or(true, |x| x == *p)
+            n == "sys_enter" && t.starts_with("NR 110 ") && pid.is_none_or(|x| x == *p)
         })
         .count()
 }

@@ -161,7 +161,7 @@ fn write_irq_help(out: &mut String, cols: Columns) {
     }
     for line in legend {
         out.push('#');
-        out.extend(std::iter::repeat(' ').take(indent));
+        out.extend(std::iter::repeat_n(' ', indent));
         out.push_str(line);
         out.push('\n');
     }

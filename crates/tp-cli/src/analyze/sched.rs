@@ -158,7 +158,7 @@ impl Stats {
             t.waits += 1;
             t.wait_total += ns;
             t.hist.add(ns);
-            if t.max_wait.map_or(true, |m| ns > m.ns()) {
+            if t.max_wait.is_none_or(|m| ns > m.ns()) {
                 t.max_wait = Some(w);
             }
             self.hist.add(ns);
@@ -322,9 +322,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         },
         // Losses in other buffers (a Rust program's) say nothing about scheduling.
-        Ev::Lost { buffer, cpu, .. } if sched_buffer.map_or(true, |b| b == buffer) => {
-            stats.lost(cpu)
-        }
+        Ev::Lost { buffer, cpu, .. } if sched_buffer.is_none_or(|b| b == buffer) => stats.lost(cpu),
         _ => {}
     })?;
     // Names from the file where no event named the task.

@@ -98,7 +98,7 @@ fn sym(out: &mut String, func: Option<u64>, ctx: &RenderCtx<'_>) {
 fn indent(out: &mut String, depth: Option<u64>) {
     // `depth` is a C int: a negative one (sign-extended or not) indents nothing.
     let d = depth.filter(|&d| d < 1 << 31).unwrap_or(0).min(MAX_DEPTH);
-    out.extend(std::iter::repeat(' ').take(2 * d as usize));
+    out.extend(std::iter::repeat_n(' ', 2 * d as usize));
 }
 
 /// print_graph_duration: the overhead mark (trace_find_mark), the time in microseconds with
@@ -130,7 +130,7 @@ fn duration(out: &mut String, ns: Option<u64>) {
         len += keep + 1;
     }
     out.push_str(" us ");
-    out.extend(std::iter::repeat(' ').take(8usize.saturating_sub(len)));
+    out.extend(std::iter::repeat_n(' ', 8usize.saturating_sub(len)));
     out.push_str("|  ");
 }
 

@@ -309,11 +309,11 @@ pub(crate) fn conv(
             };
             let pad = (width - 1).max(0) as usize;
             if flags & LEFT == 0 {
-                out.extend(std::iter::repeat(' ').take(pad));
+                out.extend(std::iter::repeat_n(' ', pad));
             }
             printf::push_bytes(out, &[x as u8]);
             if flags & LEFT != 0 {
-                out.extend(std::iter::repeat(' ').take(pad));
+                out.extend(std::iter::repeat_n(' ', pad));
             }
         }
         Conv::Str => {
@@ -327,11 +327,11 @@ pub(crate) fn conv(
                     }
                     let pad = (width.max(0) as usize).saturating_sub(s.len());
                     if flags & LEFT == 0 {
-                        out.extend(std::iter::repeat(' ').take(pad));
+                        out.extend(std::iter::repeat_n(' ', pad));
                     }
                     printf::push_bytes(out, s);
                     if flags & LEFT != 0 {
-                        out.extend(std::iter::repeat(' ').take(pad));
+                        out.extend(std::iter::repeat_n(' ', pad));
                     }
                     return;
                 }

@@ -61,7 +61,7 @@ impl<R: Read + Seek> Input<R> {
     /// Read exactly `buf.len()` bytes at `offset`; `what` names the section for errors.
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8], what: &str) -> Result<(), Error> {
         let end = offset.checked_add(buf.len() as u64);
-        if end.map_or(true, |e| e > self.len) {
+        if end.is_none_or(|e| e > self.len) {
             return Err(Error::new(
                 offset,
                 what,
@@ -97,7 +97,7 @@ impl<R: Read + Seek> Input<R> {
         if n > MAX_SECTION {
             return Err(Error::invalid(offset, what, format!("size {n} is implausibly large")));
         }
-        if offset.checked_add(n).map_or(true, |e| e > self.len) {
+        if offset.checked_add(n).is_none_or(|e| e > self.len) {
             return Err(Error::new(
                 offset,
                 what,

@@ -66,7 +66,7 @@ impl<R: Read + Seek> TraceDat<R> {
     pub fn parse_formats(&mut self, mut want: impl FnMut(u32) -> bool) {
         let deferred = std::mem::take(&mut self.deferred);
         for (system, text) in deferred {
-            if quick_id(&text).map_or(true, &mut want) {
+            if quick_id(&text).is_none_or(&mut want) {
                 match EventFormat::parse(&system, &text) {
                     Ok(f) => self.events.push(f),
                     Err(e) => self.format_errors.push(e),
