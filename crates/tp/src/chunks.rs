@@ -27,19 +27,27 @@ use crate::ring::PAGE_SIZE;
 
 /// Ring pages in a chunk at most (2 MiB).
 pub(crate) const MAX_CHUNK_PAGES: usize = 512;
+/// Chunks each ring may have faulted in outside the budget: every recording thread can
+/// always record, however many there are (4 MiB each, the fixed ring of earlier versions).
+pub(crate) const OWN_CHUNKS: usize = 2;
 
-/// Bytes of chunks a recording may have faulted in at once, over all its rings, and the
-/// most it had.
+/// The recording's accounting of its rings' memory: bytes faulted in now and at most, and
+/// what bursts may still take beyond each ring's own [`OWN_CHUNKS`].
 #[derive(Debug)]
 pub(crate) struct Budget {
     left: AtomicUsize,
-    cap: usize,
+    resident: AtomicUsize,
     peak: AtomicUsize,
 }
 
 impl Budget {
+    /// `cap` bytes for bursts, over all rings.
     pub fn new(cap: usize) -> Budget {
-        Budget { left: AtomicUsize::new(cap), cap, peak: AtomicUsize::new(0) }
+        Budget {
+            left: AtomicUsize::new(cap),
+            resident: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
     }
 
     fn take(&self, n: usize) -> bool {
@@ -48,16 +56,10 @@ impl Budget {
             if left < n {
                 return false;
             }
-            match self.left.compare_exchange_weak(
-                left,
-                left - n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.peak.fetch_max(self.cap - (left - n), Ordering::Relaxed);
-                    return true;
-                }
+            let next = left - n;
+            match self.left.compare_exchange_weak(left, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
                 Err(v) => left = v,
             }
         }
@@ -65,6 +67,15 @@ impl Budget {
 
     fn give(&self, n: usize) {
         self.left.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn faulted(&self, n: usize) {
+        let now = self.resident.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn freed(&self, n: usize) {
+        self.resident.fetch_sub(n, Ordering::Relaxed);
     }
 
     /// The most bytes faulted in at once so far.
@@ -82,6 +93,9 @@ pub(crate) struct Chunks {
     n: usize,
     warm: Box<[AtomicU64]>,
     cold: Box<[AtomicU64]>,
+    /// Chunks faulted in (not cold): the first [`OWN_CHUNKS`] are the ring's own, the rest
+    /// are charged to `budget`.
+    resident: AtomicUsize,
     budget: Arc<Budget>,
 }
 
@@ -131,6 +145,7 @@ impl Chunks {
             n,
             warm: (0..words).map(|_| AtomicU64::new(0)).collect(),
             cold: (0..words).map(bits).collect(),
+            resident: AtomicUsize::new(0),
             budget,
         })
     }
@@ -167,14 +182,54 @@ impl Chunks {
             return Some(id);
         }
         // Loads only, while the ring is full: a producer asks again for every event it drops.
-        if self.cold_none() || !self.budget.take(self.bytes()) {
+        if self.cold_none() || !self.charge() {
             return None;
         }
         let id = take_bit(&self.cold, false);
         if id.is_none() {
-            self.budget.give(self.bytes());
+            self.uncharge();
         }
         id
+    }
+
+    /// Count one more chunk faulted in: one of the ring's own, or charged to the budget;
+    /// false when the budget is spent.
+    fn charge(&self) -> bool {
+        let mut r = self.resident.load(Ordering::Relaxed);
+        loop {
+            // Decided on the count that the exchange below confirms, so that the budget is
+            // charged for exactly the chunks beyond the ring's own.
+            let charged = r >= OWN_CHUNKS;
+            if charged && !self.budget.take(self.bytes()) {
+                return false;
+            }
+            match self.resident.compare_exchange_weak(
+                r,
+                r + 1,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.budget.faulted(self.bytes());
+                    return true;
+                }
+                Err(now) => {
+                    if charged {
+                        self.budget.give(self.bytes());
+                    }
+                    r = now;
+                }
+            }
+        }
+    }
+
+    /// Count one chunk less faulted in (see `charge`).
+    fn uncharge(&self) {
+        let r = self.resident.fetch_sub(1, Ordering::Relaxed);
+        if r > OWN_CHUNKS {
+            self.budget.give(self.bytes());
+        }
+        self.budget.freed(self.bytes());
     }
 
     fn cold_none(&self) -> bool {
@@ -206,7 +261,7 @@ impl Chunks {
                     libc::MADV_DONTNEED,
                 )
             };
-            self.budget.give(self.bytes());
+            self.uncharge();
             self.cold[id / 64].fetch_or(1 << (id % 64), Ordering::Release);
             trimmed += 1;
         }
@@ -216,11 +271,11 @@ impl Chunks {
     /// Fault a cold chunk in and make it warm (so the producer doesn't have to); false when
     /// there is none (or the budget is spent).
     pub fn fault_in_one(&self) -> bool {
-        if self.cold_none() || !self.budget.take(self.bytes()) {
+        if self.cold_none() || !self.charge() {
             return false;
         }
         let Some(id) = take_bit(&self.cold, false) else {
-            self.budget.give(self.bytes());
+            self.uncharge();
             return false;
         };
         let p = self.chunk(id);
@@ -236,9 +291,9 @@ impl Chunks {
 
 impl Drop for Chunks {
     fn drop(&mut self) {
-        let cold: usize =
-            self.cold.iter().map(|w| w.load(Ordering::Relaxed).count_ones() as usize).sum();
-        self.budget.give((self.n - cold) * self.bytes());
+        for _ in 0..*self.resident.get_mut() {
+            self.uncharge();
+        }
         // SAFETY: the mapping made in `new`, unmapped once; nothing refers to it any more.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
@@ -272,11 +327,12 @@ mod tests {
     #[test]
     fn chunks_are_claimed_once_warm_first_and_within_budget() {
         let chunk = 2 << 20;
-        let budget = Arc::new(Budget::new(3 * chunk));
+        // Two chunks of the ring's own, one more from the budget.
+        let budget = Arc::new(Budget::new(chunk));
         let c = Chunks::new(8 * 512, budget.clone()).unwrap();
         assert_eq!((c.count(), c.pages_per_chunk()), (8, 512));
         let got: Vec<_> = (0..4).map(|_| c.claim()).collect();
-        assert_eq!(got, [Some(0), Some(1), Some(2), None], "three chunks' budget");
+        assert_eq!(got, [Some(0), Some(1), Some(2), None], "own two and one chunk's budget");
         c.release(1);
         assert_eq!(c.claim(), Some(1), "a warm chunk before a cold one");
         c.release(2);
@@ -284,10 +340,25 @@ mod tests {
         assert_eq!(c.trim(1), 1);
         assert_eq!(c.warm_free(), 1);
         assert_eq!(c.claim(), Some(1), "the lowest warm chunk was kept");
-        assert!(c.fault_in_one(), "chunk 2's budget came back with the trim");
+        assert!(c.fault_in_one(), "the budget came back with the trim");
+        assert!(!c.fault_in_one(), "and is spent again");
         assert_eq!(budget.peak(), 3 * chunk);
         drop(c);
-        assert!(budget.take(3 * chunk), "a dropped ring gives its budget back");
+        assert_eq!(budget.resident.load(Ordering::Relaxed), 0);
+        assert!(budget.take(chunk), "a dropped ring gives its budget back");
+    }
+
+    /// However many rings there are, each can fault its own chunks in.
+    #[test]
+    fn every_ring_has_its_own_chunks_when_the_budget_is_spent() {
+        let budget = Arc::new(Budget::new(0));
+        let rings: Vec<_> = (0..4).map(|_| Chunks::new(8 * 512, budget.clone()).unwrap()).collect();
+        for c in &rings {
+            assert!(c.fault_in_one(), "an own chunk, faulted in ahead");
+            assert_eq!((c.claim(), c.claim()), (Some(0), Some(1)), "the own chunks");
+            assert_eq!(c.claim(), None, "no budget for more");
+        }
+        assert_eq!(budget.peak(), 4 * 2 * (2 << 20));
     }
 
     #[test]

@@ -90,13 +90,13 @@ impl RecorderBuilder {
         self
     }
 
-    /// Most bytes of all threads' buffers faulted in at once; past it, a thread whose buffer
-    /// needs more memory drops events (counted). Default: 1 GiB, or an eighth of the memory
-    /// available when the recording starts if that is less (`MemAvailable`, and the cgroup's
-    /// `memory.max` less its `memory.current` when it has a limit), so that a burst never
-    /// pushes a small machine or container into swapping or the OOM killer (but at least 16
-    /// MiB). Two threads each
-    /// firing a 10-million-event burst needed up to 452 MiB here.
+    /// Most bytes of all threads' buffers faulted in at once beyond each thread's first 4
+    /// MiB (which every recording thread has, however many there are); past it, a thread
+    /// whose buffer needs more memory drops events (counted). Default: 1 GiB, or an eighth
+    /// of the memory available when the recording starts if that is less (`MemAvailable`,
+    /// and the memory cgroup's limit less its usage), so that a burst never pushes a small
+    /// machine or container into swapping or the OOM killer (but at least 16 MiB). Two
+    /// threads each firing a 10-million-event burst took up to 522 MiB here.
     pub fn max_memory_bytes(mut self, n: usize) -> Self {
         self.max_memory = n;
         self

@@ -92,6 +92,29 @@ fn a_burst_at_defaults_is_kept_whole() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Every recording thread has its first 4 MiB of buffer whatever the recording-wide bound
+/// says: with no memory for bursts at all, 64 threads each record a thousand events.
+#[test]
+fn every_thread_records_with_no_memory_for_bursts() {
+    let _g = crate::global();
+    let dir = crate::temp_dir("own-chunks");
+    let path = dir.join("t.tp");
+    let rec = tp::Recorder::builder(&path).max_memory_bytes(0).start().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..64 {
+            s.spawn(move || {
+                for i in 0..1000 {
+                    trace_ev3(t, i, 0);
+                }
+            });
+        }
+    });
+    let stats = rec.stop().unwrap();
+    assert_eq!((stats.events, stats.lost, stats.streams), (64_000, 0, 64));
+    assert_eq!(read(&path).records.len(), 64_000);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn full_buffers_drop_and_count() {
     let _g = crate::global();
