@@ -10,6 +10,7 @@
 # ROUNDS times (default 3), interleaved; prints the median wall time with its range, events
 # per second and the largest peak RSS of the rounds (/usr/bin/time).
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 ROUNDS=${1:-3}
 CALLS=${2:-1000000}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +31,6 @@ int main(int argc, char **argv) {
 EOF
 gcc -O2 -o "$work/load" "$work/load.c"
 
-median_range() { sort -n | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
 
 for size in 1 4; do
   file="$work/trace-$size.dat"
@@ -55,7 +55,7 @@ for size in 1 4; do
     done
   done
   for name in "${names[@]}"; do
-    med=$(tr ' ' '\n' <<<"${walls[$name]}" | grep . | median_range)
+    med=$(tr ' ' '\n' <<<"${walls[$name]}" | grep . | median_range %.2f)
     m=${med%% *}
     printf '%-10s %22s %14s %12s\n' "$name" "$med" \
       "$(awk -v n="$events" -v t="$m" 'BEGIN { printf "%.0f", (t > 0 ? n / t : 0) }')" "${rss[$name]}"

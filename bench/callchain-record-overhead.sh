@@ -19,6 +19,7 @@
 # `perf report --stats` counts them in either file. The load runs under /usr/bin/time
 # everywhere (its few syscalls are in every count).
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 CALLS=${1:-1000000}
 ROUNDS=${2:-5}
 case ${CALL_GRAPH:-fp} in
@@ -41,7 +42,6 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
 (cd "$here" && cargo build --release -q -p tp-cli)
 TP="$CARGO_TARGET_DIR/release/tp"
 
-loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
 cpu_ns() { awk '{ printf "%.0f", ($1 + $2) * 1e9 }' "$work/cpu"; }
 stat_of() { # file, what (SAMPLE, LOST): the count perf report --stats gives
   perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
@@ -72,18 +72,16 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-range() { tr ' ' '\n' | grep . | sort -n | awk -v d="$1" 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo / d, hi / d }'; }
 echo "raw_syscalls:sys_enter with call stacks (${CG[*]}) on every hit: $CALLS getppid() calls ($expected syscalls a run), $ROUNDS rounds, median (range)"
 printf '%-6s %10s %14s %10s %14s %20s %8s\n' config "loop ms" range "cpu ms" range "samples lost" "LOSTrec"
 for n in alone perf tp; do
   lost="-"; lrange=""; rec="-"
   if [ "$n" != alone ]; then
-    lost="$(echo "${MISSING[$n]}" | median) ($(echo "${MISSING[$n]}" | range 1))"
+    lost="$(echo "${MISSING[$n]}" | median) ($(echo "${MISSING[$n]}" | range 1 %.0f))"
     rec="$(echo "${LOSTREC[$n]}" | median)"
   fi
-  printf '%-6s %10.0f %14s %10.0f %14s %20s %8s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" \
-    "$(echo "${CPU[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${CPU[$n]}" | range 1e6)" "$lost" "$rec"
+  printf '%-6s %10.0f %14s %10.0f %14s %20s %8s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6 %.0f)" \
+    "$(echo "${CPU[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${CPU[$n]}" | range 1e6 %.0f)" "$lost" "$rec"
 done
 awk -v a="$(echo "${LOOP[alone]}" | median)" -v p="$(echo "${LOOP[perf]}" | median)" -v t="$(echo "${LOOP[tp]}" | median)" \
   'BEGIN { printf "loop: perf/alone %.2fx  tp/alone %.2fx  tp/perf %.2fx\n", p / a, t / a, t / p }'

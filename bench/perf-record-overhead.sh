@@ -15,6 +15,7 @@
 # about -34), the LOST / LOST_SAMPLES records (each stands for a run of dropped samples), all
 # as `perf report --stats` counts them in either file, and the file size.
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 CALLS=${1:-2000000}
 ROUNDS=${2:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +30,6 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
 (cd "$here" && cargo build --release -q -p tp-cli)
 TP="$CARGO_TARGET_DIR/release/tp"
 
-loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
 stat_of() { # file, what (SAMPLE, LOST, LOST_SAMPLES): the count perf report --stats gives
   perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
 }
@@ -52,11 +52,9 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-range() { tr ' ' '\n' | grep . | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.0f-%.0f", lo / 1e6, hi / 1e6 }'; }
 echo "raw_syscalls:sys_enter sampled on every hit: $CALLS getppid() calls, $ROUNDS rounds (loop ms: median, range)"
 for n in alone perf tp; do
-  printf '%-6s %10.0f  %s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range)"
+  printf '%-6s %10.0f  %s\n' "$n" "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6 %.0f)"
 done
 awk -v a="$(echo "${LOOP[alone]}" | median)" -v p="$(echo "${LOOP[perf]}" | median)" -v t="$(echo "${LOOP[tp]}" | median)" \
   'BEGIN { printf "loop: perf/alone %.2fx  tp/alone %.2fx  tp/perf %.2fx\n", p / a, t / a, t / p }'

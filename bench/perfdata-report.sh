@@ -7,6 +7,7 @@
 # The file: perf record -e raw_syscalls:sys_enter -c 1 around syscall-load (CALLS getppid()
 # calls, ../shared/peers/load/syscall-load.c), one sample per system call.
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 CALLS=${1:-1000000}
 ROUNDS=${2:-5}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,7 +53,6 @@ for r in $(seq 1 "$ROUNDS"); do
   printf 'round %d: perf script %ss (cpu %ss) %s kB, tp report %ss (cpu %ss) %s kB (twice the file: %s kB), ratio wall %sx cpu %sx\n' \
     "$r" "$pw" "$pc" "$pm" "$tw" "$tc" "$tm" "$t2m" "${ratio[-1]}" "${cratio[-1]}"
 done
-stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 echo "median (range) over $ROUNDS rounds:"
 printf '  perf script   wall %s s   cpu %s s   peak RSS %s kB\n' "$(stats "${perf_w[@]}")" "$(stats "${perf_c[@]}")" "$(stats "${perf_m[@]}")"
 printf '  tp report     wall %s s   cpu %s s   peak RSS %s kB\n' "$(stats "${tp_w[@]}")" "$(stats "${tp_c[@]}")" "$(stats "${tp_m[@]}")"

@@ -19,6 +19,7 @@
 # (for tp: total, and in parentheses the part spent while recording, before the file is
 # written).
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 CALLS=${1:-2000000}
 ROUNDS=${2:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,9 +46,8 @@ TP="$CARGO_TARGET_DIR/release/tp"
 have_perf=1
 perf --version >/dev/null 2>&1 || have_perf=0
 
-ns_of() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
 
-run_alone() { "$work/load" "$CALLS" > "$work/out"; ns_of "$work/out"; }
+run_alone() { "$work/load" "$CALLS" > "$work/out"; loop_ns "$work/out"; }
 
 run_floor() {
   local with_pid=$1
@@ -78,7 +78,7 @@ run_floor() {
   echo > "$inst/set_event"
   echo > "$inst/set_event_pid"
   rmdir "$inst"
-  echo "$(ns_of "$work/out") $lost -"
+  echo "$(loop_ns "$work/out") $lost -"
 }
 
 run_tp() {
@@ -90,7 +90,7 @@ run_tp() {
     lost=$(sed -n 's/.*LOST EVENTS: \([0-9]*\).*/\1/p' "$work/tp.err"); lost=${lost:-?}; fi
   # total(while recording): tp's whole CPU time, and the part spent while the load ran.
   cpu=$(sed -n "s/.*tp's own CPU time \([0-9.]*\)s: .*, \([0-9.]*\)s while recording.*/\1(\2)/p" "$work/tp.err")
-  echo "$(ns_of "$work/out") $lost ${cpu:-?}"
+  echo "$(loop_ns "$work/out") $lost ${cpu:-?}"
 }
 
 run_perf() {
@@ -102,10 +102,9 @@ run_perf() {
   lost=$((2 * CALLS - got))
   [ "$lost" -lt 0 ] && lost=0
   cpu=$(awk '{printf "%.2f", $1 + $2}' "$work/perf.time")
-  echo "$(ns_of "$work/out") $lost $cpu"
+  echo "$(loop_ns "$work/out") $lost $cpu"
 }
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 declare -A T_NS LOST CPU
 configs="alone floor floor+pid tp"

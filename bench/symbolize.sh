@@ -8,6 +8,7 @@
 # pointers (main -> a -> b -> c -> getppid(), ~8 frames per sample: 3 kernel, 5 user), so
 # every frame is one perf and tp name (both print the same frames: tests/stacks.rs).
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 FRAMES=${1:-1000000}
 ROUNDS=${2:-5}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +54,6 @@ for r in $(seq 1 "$ROUNDS"); do
   printf 'round %d: perf script %ss (cpu %ss), tp report %ss (cpu %ss), ratio wall %sx cpu %sx\n' \
     "$r" "$pw" "$pc" "$tw" "$tc" "${ratio[-1]}" "${cratio[-1]}"
 done
-stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%s (%s-%s)", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 echo "median (range) over $ROUNDS rounds, $tf frames; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  perf script   wall %s s   cpu %s s\n' "$(stats "${perf_w[@]}")" "$(stats "${perf_c[@]}")"
 printf '  tp report     wall %s s   cpu %s s\n' "$(stats "${tp_w[@]}")" "$(stats "${tp_c[@]}")"

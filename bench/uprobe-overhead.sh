@@ -14,6 +14,7 @@
 # Prints the median and range per configuration, the cost per probe hit ((loop - alone) /
 # CALLS) and tp/perf, and checks that both counted exactly CALLS hits.
 set -euo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
 CALLS=${1:-200000}
 ROUNDS=${2:-5}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,7 +48,6 @@ gcc -O2 -o "$load" "$work/uload.c"
 "$TP" probe -x "$load" --add f >/dev/null
 
 now() { date +%s%N; }
-loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
 count_of() { awk -F, -v e="$group:f" '$3 == e { print $1 }' "$1"; }
 
 declare -A LOOP WALL
@@ -71,15 +71,13 @@ for r in $(seq "$ROUNDS"); do
   run tp "$TP" stat -x, -e "$group:f" -- "$load" "$CALLS"
 done
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-range() { tr ' ' '\n' | grep . | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo / 1e6, hi / 1e6 }'; }
 
 echo "uprobe counting: $CALLS calls of f() with the uprobe $group:f, $ROUNDS rounds (median, range; ms)"
 printf '%-8s %12s %17s %12s %17s\n' config loop range wall range
 for n in alone perf tp; do
   printf '%-8s %12.2f %17s %12.2f %17s\n' "$n" \
-    "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range)" \
-    "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range)"
+    "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" \
+    "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range 1e6)"
 done
 la=$(echo "${LOOP[alone]}" | median); lp=$(echo "${LOOP[perf]}" | median); lt=$(echo "${LOOP[tp]}" | median)
 wp=$(echo "${WALL[perf]}" | median); wt=$(echo "${WALL[tp]}" | median)

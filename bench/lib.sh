@@ -1,0 +1,29 @@
+# Helpers the benchmark scripts share (sourced, not run).
+
+# The last "elapsed_ns N" a load program printed to FILE: its timed loop.
+loop_ns() { sed -n 's/.*elapsed_ns \([0-9]*\).*/\1/p' "$1" | tail -1; }
+
+# The median of the numbers on stdin (any whitespace between them; the mean of the middle
+# two for an even count), "nan" for none.
+median() {
+  tr -s ' \t' '\n\n' | grep . | sort -g |
+    awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else printf "%.15g\n", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# range [DIV] [FMT]: "LO-HI" of the numbers on stdin, each divided by DIV (default 1) and
+# printed with FMT (default %.2f).
+range() {
+  tr -s ' \t' '\n\n' | grep . | sort -g |
+    awk -v d="${1:-1}" -v f="${2:-%.2f}" 'NR == 1 { lo = $1 } { hi = $1 } END { printf f "-" f, lo / d, hi / d }'
+}
+
+# median_range [FMT]: "MEDIAN (LO-HI)" of the numbers on stdin, printed with FMT (default %s:
+# the numbers as given).
+median_range() {
+  local f=${1:-%s} v
+  v=$(cat)
+  printf "$f ($f-$f)" "$(median <<<"$v")" "$(sort -g <<<"$v" | grep . | head -1)" "$(sort -g <<<"$v" | grep . | tail -1)"
+}
+
+# stats VALUES...: median_range of the arguments.
+stats() { printf '%s\n' "$@" | median_range; }
