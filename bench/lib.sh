@@ -27,3 +27,27 @@ median_range() {
 
 # stats VALUES...: median_range of the arguments.
 stats() { printf '%s\n' "$@" | median_range; }
+
+# timed NAME COMMAND...: run COMMAND (stdout to $work/out, stderr to $work/err) and add its
+# load's loop time (loop_ns) to LOOP[NAME] and its wall time to WALL[NAME], in ns (the
+# script declares the associative arrays LOOP and WALL).
+timed() {
+  local name=$1 t0 t1
+  shift
+  t0=$(date +%s%N)
+  "$@" > "$work/out" 2> "$work/err"
+  t1=$(date +%s%N)
+  LOOP[$name]+="$(loop_ns "$work/out") "
+  WALL[$name]+="$(( t1 - t0 )) "
+}
+
+# loop_wall_table NAME...: per NAME, the median and range of LOOP and WALL, in ms.
+loop_wall_table() {
+  printf '%-8s %12s %17s %12s %17s\n' config loop range wall range
+  local n
+  for n in "$@"; do
+    printf '%-8s %12.2f %17s %12.2f %17s\n' "$n" \
+      "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" \
+      "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range 1e6)"
+  done
+}

@@ -30,18 +30,12 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
 (cd "$here" && cargo build --release -q -p tp-cli)
 TP="$CARGO_TARGET_DIR/release/tp"
 
-now() { date +%s%N; }
 count_of() { awk -F, -v e=syscalls:sys_enter_getppid '$3 == e { print $1 }' "$1"; }
 
 declare -A LOOP WALL
 run() { # name, command...
-  local name=$1; shift
-  local t0 t1
-  t0=$(now)
-  "$@" > "$work/out" 2> "$work/err"
-  t1=$(now)
-  LOOP[$name]+="$(loop_ns "$work/out") "
-  WALL[$name]+="$(( t1 - t0 )) "
+  local name=$1
+  timed "$@"
   if [ "$name" != alone ] && [[ $EVENTS == *syscalls:sys_enter_getppid* ]]; then
     local c; c=$(count_of "$work/err")
     [ "$c" = "$CALLS" ] || { echo "$name counted '$c' getppid calls, not $CALLS:" >&2; cat "$work/err" >&2; exit 1; }
@@ -56,12 +50,7 @@ done
 
 
 echo "stat overhead: $CALLS getppid() calls, events $EVENTS, $ROUNDS rounds (median, range; ms)"
-printf '%-8s %12s %17s %12s %17s\n' config loop range wall range
-for n in alone perf tp; do
-  printf '%-8s %12.2f %17s %12.2f %17s\n' "$n" \
-    "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" \
-    "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range 1e6)"
-done
+loop_wall_table alone perf tp
 la=$(echo "${LOOP[alone]}" | median); lp=$(echo "${LOOP[perf]}" | median); lt=$(echo "${LOOP[tp]}" | median)
 wa=$(echo "${WALL[alone]}" | median); wp=$(echo "${WALL[perf]}" | median); wt=$(echo "${WALL[tp]}" | median)
 awk -v la="$la" -v lp="$lp" -v lt="$lt" -v wa="$wa" -v wp="$wp" -v wt="$wt" 'BEGIN {

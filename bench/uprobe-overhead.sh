@@ -47,18 +47,12 @@ C
 gcc -O2 -o "$load" "$work/uload.c"
 "$TP" probe -x "$load" --add f >/dev/null
 
-now() { date +%s%N; }
 count_of() { awk -F, -v e="$group:f" '$3 == e { print $1 }' "$1"; }
 
 declare -A LOOP WALL
 run() { # name, command...
-  local name=$1; shift
-  local t0 t1
-  t0=$(now)
-  "$@" > "$work/out" 2> "$work/err"
-  t1=$(now)
-  LOOP[$name]+="$(loop_ns "$work/out") "
-  WALL[$name]+="$(( t1 - t0 )) "
+  local name=$1
+  timed "$@"
   if [ "$name" != alone ]; then
     local c; c=$(count_of "$work/err")
     [ "$c" = "$CALLS" ] || { echo "$name counted '$c' hits, not $CALLS:" >&2; cat "$work/err" >&2; exit 1; }
@@ -73,12 +67,7 @@ done
 
 
 echo "uprobe counting: $CALLS calls of f() with the uprobe $group:f, $ROUNDS rounds (median, range; ms)"
-printf '%-8s %12s %17s %12s %17s\n' config loop range wall range
-for n in alone perf tp; do
-  printf '%-8s %12.2f %17s %12.2f %17s\n' "$n" \
-    "$(echo "${LOOP[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${LOOP[$n]}" | range 1e6)" \
-    "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range 1e6)"
-done
+loop_wall_table alone perf tp
 la=$(echo "${LOOP[alone]}" | median); lp=$(echo "${LOOP[perf]}" | median); lt=$(echo "${LOOP[tp]}" | median)
 wp=$(echo "${WALL[perf]}" | median); wt=$(echo "${WALL[tp]}" | median)
 awk -v la="$la" -v lp="$lp" -v lt="$lt" -v wp="$wp" -v wt="$wt" -v n="$CALLS" 'BEGIN {
