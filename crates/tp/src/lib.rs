@@ -76,8 +76,8 @@
 //! # Costs and limits
 //! - Disabled: one relaxed load and a branch per `trace_NAME` call (the word also holds the
 //!   SDT semaphore, so a clear semaphore adds nothing).
-//! - Enabled with the recorder: 10.6-12 ns per three-integer event on this project's AMD
-//!   EPYC VM (median of a 10-million-event burst), of which `rdtsc` alone is 9.1-9.5 ns
+//! - Enabled with the recorder: 10.3-11.2 ns per three-integer event on this project's AMD
+//!   EPYC VM (median of a 10-million-event burst), of which `rdtsc` alone is 9.2-9.7 ns
 //!   (its throughput limit) and most of the rest the kernel faulting in buffer memory; no lock, no
 //!   shared write, no call and no allocation per event in the common case (see
 //!   `examples/overhead.rs` and `bench/tracepoint-overhead.sh`). The producer's state, the
