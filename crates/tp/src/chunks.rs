@@ -27,8 +27,9 @@ use crate::ring::PAGE_SIZE;
 
 /// Ring pages in a chunk at most (2 MiB).
 pub(crate) const MAX_CHUNK_PAGES: usize = 512;
-/// Chunks each ring may have faulted in outside the budget: every recording thread can
-/// always record, however many there are (4 MiB each, the fixed ring of earlier versions).
+/// A ring's own chunks (4 MiB, the fixed ring of earlier versions): faulted in ahead for a
+/// new thread, kept when the ring is trimmed, and outside the budget, so that every recording
+/// thread can record however many there are.
 pub(crate) const OWN_CHUNKS: usize = 2;
 
 /// The recording's accounting of its rings' memory: bytes faulted in now and at most, and

@@ -3,7 +3,7 @@
 //! `output`) when the recording ends (drop of the [`Recorder`], [`Recorder::stop`], process exit, or a panic on
 //! the main thread).
 
-use crate::chunks::Budget;
+use crate::chunks::{Budget, OWN_CHUNKS};
 use crate::clock::Anchors;
 use crate::ctx::{self, ReadGuard, ThreadCtx};
 use crate::output::{io_err, Chunker};
@@ -23,9 +23,9 @@ static ACTIVE: Mutex<Option<Active>> = Mutex::new(None);
 
 struct Shared {
     rings: Mutex<Vec<Arc<Ring>>>,
-    /// A ring built (and its first chunks faulted in) by the background thread, for the next
-    /// thread to record: building one costs about 0.3 ms, which would land on that thread's
-    /// first event.
+    /// A ring built (and its own chunks faulted in) by the background thread, for the next
+    /// thread to record: building one costs 1-3 ms here (4 MiB of 4 KiB pages), which would
+    /// land on that thread's first event.
     spare: Mutex<Option<PageRing>>,
     pages_per_thread: usize,
     /// The rings' memory, recording-wide.
@@ -36,7 +36,7 @@ struct Shared {
 }
 
 impl Shared {
-    /// A thread's ring, nudging the background thread; with its first [`KEEP_CHUNKS`]
+    /// A thread's ring, nudging the background thread; with its own chunks ([`OWN_CHUNKS`])
     /// faulted in if `warm` (the background thread's spare; a thread that builds its own
     /// faults pages in as it writes them instead of all at once on its first event).
     /// Smaller than asked if the address space is short; `None` if even two pages are.
@@ -46,7 +46,7 @@ impl Shared {
             let w = self.wake.clone();
             let nudge: Box<dyn Fn() + Send + Sync> = Box::new(move || w.nudge());
             if let Some(r) = PageRing::with_nudge(pages, self.budget.clone(), Some(nudge)) {
-                let keep = if warm { KEEP_CHUNKS } else { 0 };
+                let keep = if warm { OWN_CHUNKS } else { 0 };
                 for _ in 0..keep {
                     r.memory().fault_in_one();
                 }
@@ -96,7 +96,7 @@ impl RecorderBuilder {
     /// of the memory available when the recording starts if that is less (`MemAvailable`,
     /// and the memory cgroup's limit less its usage), so that a burst never pushes a small
     /// machine or container into swapping or the OOM killer (but at least 16 MiB). Two
-    /// threads each firing a 10-million-event burst took up to 522 MiB here.
+    /// threads each firing a 10-million-event burst took up to about 520 MiB here.
     pub fn max_memory_bytes(mut self, n: usize) -> Self {
         self.max_memory = n;
         self
@@ -396,11 +396,8 @@ fn thread_comm() -> String {
 const POLL: Duration = Duration::from_millis(1);
 const IDLE_POLL: Duration = Duration::from_millis(32);
 /// How long the rings must be quiet before the background thread gives the memory of their
-/// free chunks back to the kernel, but [`KEEP_CHUNKS`] per ring.
+/// free chunks back to the kernel, but [`OWN_CHUNKS`] per ring.
 const TRIM_AFTER: Duration = Duration::from_secs(1);
-/// Free chunks (2 MiB each) a ring keeps faulted in: a new ring gets them at once, and a
-/// ring keeps them when it is trimmed.
-const KEEP_CHUNKS: usize = 2;
 /// How often the background thread takes a clock calibration point.
 const ANCHOR_EVERY: Duration = Duration::from_secs(1);
 
@@ -457,7 +454,7 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
             trimmed = false;
         } else if !trimmed && last_active.elapsed() >= TRIM_AFTER {
             for r in &rings {
-                r.pages.memory().trim(KEEP_CHUNKS);
+                r.pages.memory().trim(OWN_CHUNKS);
             }
             trimmed = true;
         }
@@ -480,7 +477,7 @@ fn drain_loop(sh: Arc<Shared>, mut spool: Spool) -> Spool {
         if stopping {
             return spool;
         }
-        // Building a ring faults in its first chunks (about 0.3 ms here): not while pages
+        // Building a ring faults in its own chunks (1-3 ms here): not while pages
         // come, nor on the look that finds a new thread's ring (it may be starting a burst).
         if !busy && sh.spare.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
             if let Some(ring) = sh.new_page_ring(true) {
