@@ -41,7 +41,10 @@ int main(void) {
 fn prog() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("tp-analyses-prog-{}", std::process::id()));
+        // Under the target directory: it lives as long as the test process, with no end to
+        // remove it at.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("analyses-prog-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let src = dir.join("prog.c");
         std::fs::write(&src, PROG).unwrap();
@@ -63,7 +66,8 @@ fn recording() -> &'static Recording {
     static REC: OnceLock<Recording> = OnceLock::new();
     REC.get_or_init(|| {
         require_tracefs();
-        let dir = std::env::temp_dir().join(format!("tp-analyses-rec-{}", std::process::id()));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("analyses-rec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("trace.dat");
         let script = format!(

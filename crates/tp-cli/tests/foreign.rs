@@ -8,7 +8,7 @@
 //! Needs no root.
 
 use std::io::Cursor;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tp_format::header::HeaderPage;
@@ -383,7 +383,10 @@ fn write(m: &Machine) -> PathBuf {
     };
     let dir = match std::env::var_os("TP_FOREIGN_DIR") {
         Some(d) => PathBuf::from(d),
-        None => std::env::temp_dir().join(format!("tp-foreign-{}", std::process::id())),
+        // Under the target directory: the files live as long as the test process.
+        None => {
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("foreign-{}", std::process::id()))
+        }
     };
     std::fs::create_dir_all(&dir).unwrap();
     // Tests run in parallel: one file per call.

@@ -107,6 +107,7 @@ fn events_carry_their_callers_in_order() {
         u64::from_le_bytes(r.records[i].2[16..24].try_into().unwrap())
     });
     assert!(text.contains(&first), "{first} in\n{text}");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 tp::trace_event! {
@@ -143,6 +144,7 @@ fn stacks_followed(tag: &str) -> Vec<(String, bool)> {
             out.push((n, next.as_deref() == Some("user_stack")));
         }
     }
+    std::fs::remove_dir_all(dir).unwrap();
     out
 }
 
