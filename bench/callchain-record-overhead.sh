@@ -32,20 +32,14 @@ src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
 work=$(mktemp -d /tmp/tp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT INT TERM
 
-[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
-perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
+need_perf
 [ -x /usr/bin/time ] || { echo "/usr/bin/time not installed (Debian time)" >&2; exit 1; }
-gcc -O2 -o "$work/load-bin" "$src"
+build_load "$src" "$work/load-bin"
 printf '#!/bin/sh\nexec /usr/bin/time -o "%s/cpu" -f "%%U %%S" "%s/load-bin" "$@"\n' "$work" "$work" > "$work/load"
 chmod +x "$work/load"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-(cd "$here" && cargo build --release -q -p tp-cli)
-TP="$CARGO_TARGET_DIR/release/tp"
+build_tp
 
 cpu_ns() { awk '{ printf "%.0f", ($1 + $2) * 1e9 }' "$work/cpu"; }
-stat_of() { # file, what (SAMPLE, LOST): the count perf report --stats gives
-  perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
-}
 # The syscalls of one run of the load (start-up included; its stdout a file, as below: to
 # /dev/null it makes one more), counted exactly by perf stat.
 perf stat -x, -o "$work/stat" -e raw_syscalls:sys_enter -- "$work/load" "$CALLS" > "$work/out"

@@ -51,3 +51,25 @@ loop_wall_table() {
       "$(echo "${WALL[$n]}" | median | awk '{ print $1 / 1e6 }')" "$(echo "${WALL[$n]}" | range 1e6)"
   done
 }
+
+# build_tp: tp (release) built from the repository at $here, its path in $TP.
+build_tp() {
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
+  (cd "$here" && cargo build --release -q -p tp-cli)
+  TP="$CARGO_TARGET_DIR/release/tp"
+}
+
+# build_load SRC OUT: compile the load program SRC (the shared syscall load) to OUT.
+build_load() {
+  [ -f "$1" ] || { echo "missing $1 (clone shared/ beside the repository)" >&2; exit 1; }
+  gcc -O2 -o "$2" "$1"
+}
+
+# need_perf: stop with a message when perf is not installed.
+need_perf() { perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }; }
+
+# stat_of FILE WHAT: the count of WHAT records (SAMPLE, LOST, LOST_SAMPLES) in a perf.data
+# file, as `perf report --stats` gives it.
+stat_of() {
+  perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
+}

@@ -23,16 +23,10 @@ src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
 work=$(mktemp -d /tmp/tp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT INT TERM
 
-[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
-perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
-gcc -O2 -o "$work/load" "$src"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-(cd "$here" && cargo build --release -q -p tp-cli)
-TP="$CARGO_TARGET_DIR/release/tp"
+need_perf
+build_load "$src" "$work/load"
+build_tp
 
-stat_of() { # file, what (SAMPLE, LOST, LOST_SAMPLES): the count perf report --stats gives
-  perf report --stats -i "$1" 2>/dev/null | awk -v w="$2" '$1 == w && $2 == "events:" { print $3; exit }'
-}
 
 declare -A LOOP INFO
 for r in $(seq "$ROUNDS"); do

@@ -37,12 +37,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
 [ -d "$T/instances" ] || { echo "tracefs not mounted at $T (run as root)" >&2; exit 1; }
-gcc -O2 -o "$work/load" "$src"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-(cd "$here" && cargo build --release -q -p tp-cli)
-TP="$CARGO_TARGET_DIR/release/tp"
+build_load "$src" "$work/load"
+build_tp
 have_perf=1
 perf --version >/dev/null 2>&1 || have_perf=0
 

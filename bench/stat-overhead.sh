@@ -23,12 +23,9 @@ src=${LOAD_SRC:-$here/../shared/peers/load/syscall-load.c}
 work=$(mktemp -d /tmp/tp-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT INT TERM
 
-[ -f "$src" ] || { echo "missing $src (clone shared/ beside the repository)" >&2; exit 1; }
-perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
-gcc -O2 -o "$work/load" "$src"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-(cd "$here" && cargo build --release -q -p tp-cli)
-TP="$CARGO_TARGET_DIR/release/tp"
+need_perf
+build_load "$src" "$work/load"
+build_tp
 
 count_of() { awk -F, -v e=syscalls:sys_enter_getppid '$3 == e { print $1 }' "$1"; }
 

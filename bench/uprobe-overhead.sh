@@ -21,11 +21,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/tp-ubench.XXXXXX)
 load="$work/uload$$"
 group="probe_uload$$"
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/target}
-(cd "$here" && cargo build --release -q -p tp-cli)
-TP="$CARGO_TARGET_DIR/release/tp"
+build_tp
 trap '"$TP" probe --del "$group:*" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT INT TERM
-perf --version >/dev/null 2>&1 || { echo "perf not installed (Debian linux-perf)" >&2; exit 1; }
+need_perf
 load_before=$(uptime | sed 's/.*load average/load average/')
 
 cat > "$work/uload.c" <<'C'

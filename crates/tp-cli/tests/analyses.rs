@@ -421,13 +421,7 @@ fn faults_figures_equal_a_computation_from_the_report() {
         })
         .collect();
     assert_eq!(got, want);
-    let got_pages: BTreeMap<u64, u64> = v["pages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p["page"].as_u64().unwrap(), p["faults"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(got_pages, pages);
+    assert_eq!(pages_of(&v), pages);
     // Each run of the program writes to 64 fresh pages: at least that many write faults.
     let progs: Vec<&[u64; 5]> = prog_pids(&rec.events).iter().map(|p| &want[p]).collect();
     assert_eq!(progs.len(), 2, "{want:?}");
@@ -660,6 +654,12 @@ fn faults_workload(tmp: &Tmp) -> (PathBuf, PathBuf) {
     (exe, data)
 }
 
+/// `tp faults --json`'s faults per page.
+fn pages_of(v: &Value) -> BTreeMap<u64, u64> {
+    let pages = v["pages"].as_array().unwrap().iter();
+    pages.map(|p| (p["page"].as_u64().unwrap(), p["faults"].as_u64().unwrap())).collect()
+}
+
 /// `tp faults --json`'s faults per mapping.
 fn mappings_of(v: &Value) -> BTreeMap<String, u64> {
     v["mappings"]
@@ -755,13 +755,7 @@ fn faults_of_perf_data_equal_perf_scripts() {
         })
         .collect();
     assert_eq!(got_tasks, tasks);
-    let got_pages: BTreeMap<u64, u64> = v["pages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p["page"].as_u64().unwrap(), p["faults"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(got_pages, pages);
+    assert_eq!(pages_of(&v), pages);
     assert_eq!(mappings_of(&v), mappings);
     workload_faults_are_there(&mappings, &data);
     assert_eq!(v["lost"]["events"], 0);
