@@ -52,18 +52,7 @@ impl Budget {
     }
 
     fn take(&self, n: usize) -> bool {
-        let mut left = self.left.load(Ordering::Relaxed);
-        loop {
-            if left < n {
-                return false;
-            }
-            let next = left - n;
-            match self.left.compare_exchange_weak(left, next, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => return true,
-                Err(v) => left = v,
-            }
-        }
+        self.left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(n)).is_ok()
     }
 
     fn give(&self, n: usize) {
@@ -303,9 +292,8 @@ impl Drop for Chunks {
 /// Clear one set bit of `words` (the lowest, or the highest when `high`) and return its
 /// index.
 fn take_bit(words: &[AtomicU64], high: bool) -> Option<usize> {
-    let order: Box<dyn Iterator<Item = usize>> =
-        if high { Box::new((0..words.len()).rev()) } else { Box::new(0..words.len()) };
-    for w in order {
+    for i in 0..words.len() {
+        let w = if high { words.len() - 1 - i } else { i };
         let word = &words[w];
         let mut v = word.load(Ordering::Relaxed);
         while v != 0 {
