@@ -13,7 +13,6 @@ mod record;
 mod report;
 mod stat;
 mod stream;
-mod symbols;
 
 #[derive(Parser)]
 #[command(name = "tp", version)]

@@ -12,6 +12,7 @@
 //! - [`page`]: ring-buffer pages as the kernel writes them.
 //! - [`tracedat`]: trace-cmd's `trace.dat` files, versions 6 and 7.
 //! - [`perfdata`]: perf's `perf.data` files (tracepoint samples decode with [`tracedat`]'s formats).
+//! - [`maps`]: processes' address spaces as a recording describes them.
 //! - [`symbols`]: kallsyms, printk formats and saved_cmdlines tables.
 //! - [`render`]: whole event lines (context + text), `--raw` field dumps and JSON.
 //! - [`text`]: the kernel's `trace` text layout (header block and context columns).
@@ -20,6 +21,7 @@ pub mod format;
 pub mod funcgraph;
 pub mod glob;
 pub mod header;
+pub mod maps;
 pub mod page;
 pub mod perfdata;
 pub mod printfmt;

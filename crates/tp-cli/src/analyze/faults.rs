@@ -11,7 +11,7 @@
 //!   vs minor per task, per mapping or file (the faulting address, `PERF_SAMPLE_ADDR`, looked
 //!   up in the file's MMAP/MMAP2 records), the most faulted pages, the faulting instructions
 //!   and functions and, when stacks were recorded (`-g`, `--call-graph dwarf`), the call
-//!   paths, all named as `perf script` names them (crate::symbols, `tp report`'s).
+//!   paths, all named as `perf script` names them (tp_symbols, `tp report`'s).
 //!
 //! When a perf.data has both, the software events are the count (they say major or minor)
 //! and the tracepoints add the kinds. `tp faults -- CMD` records both into one perf.data,
@@ -29,9 +29,9 @@ use std::fmt::Write as _;
 use tp_format::perfdata::attr::event_type;
 use tp_format::perfdata::{misc, sample};
 
-use super::maps::{display_name, Maps};
 use super::timeline::{Coverage, Ev, IntField, Timeline};
 use super::{json_str, Select};
+use tp_format::maps::{display_name, Maps};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -249,7 +249,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         return Ok(status);
     }
     let mut tl = Timeline::open(&args.select.input)?;
-    // perf.data samples named by crate::symbols (functions, files, unwound stacks).
+    // perf.data samples named by tp_symbols (functions, files, unwound stacks).
     tl.symbolize = true;
     let tl = tl;
     let be = tl.big_endian;
@@ -433,7 +433,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
 
 /// A frame as `function+0xOFF (file)`, the file by its base name (`[unknown]` parts as
 /// perf prints them).
-fn frame_text(f: &crate::symbols::Frame) -> String {
+fn frame_text(f: &tp_symbols::Frame) -> String {
     let mut s = String::new();
     f.sym.symbol(&mut s);
     let dso = f.sym.dso.rsplit('/').next().unwrap_or(&f.sym.dso);
@@ -442,7 +442,7 @@ fn frame_text(f: &crate::symbols::Frame) -> String {
 }
 
 /// A frame's function as `function (file)`.
-fn function_text(f: &crate::symbols::Frame) -> String {
+fn function_text(f: &tp_symbols::Frame) -> String {
     let dso = f.sym.dso.rsplit('/').next().unwrap_or(&f.sym.dso);
     format!("{} ({dso})", f.sym.name.as_deref().unwrap_or("[unknown]"))
 }
@@ -460,7 +460,7 @@ fn mapping_name(maps: &Maps, pid: i32, addr: u64) -> String {
 struct Namer<'a> {
     tl: &'a Timeline,
     maps: &'a Maps,
-    /// Names crate::symbols gave (perf.data).
+    /// Names tp_symbols gave (perf.data).
     ip_names: &'a HashMap<(u64, bool, i32), String>,
     stack_names: &'a HashMap<(i32, Vec<u64>), String>,
 }

@@ -7,10 +7,9 @@
 //! The computations (`syscalls::Stats`, `sched::Stats`, `faults::Stats`) are pure: they are
 //! fed decoded events, so they are tested without root or a trace file. perf.data's other
 //! samples (software events such as `major-faults`, with stacks) and mappings
-//! ([`maps`]) reach the analyses that use them through the same timeline.
+//! (`tp_format::maps`) reach the analyses that use them through the same timeline.
 
 pub mod faults;
-pub mod maps;
 pub mod sched;
 pub mod syscalls;
 pub mod timeline;

@@ -82,9 +82,9 @@ pub enum Ev<'a> {
         attr: usize,
         sample: &'a Sample<'a>,
         /// With [`Timeline::symbolize`]: the sample's stack named as perf script names it
-        /// (crate::symbols: the recorded callchain, a `--call-graph dwarf` user stack
+        /// (tp_symbols: the recorded callchain, a `--call-graph dwarf` user stack
         /// unwound, or the IP alone), innermost first; else empty.
-        frames: &'a [crate::symbols::Frame],
+        frames: &'a [tp_symbols::Frame],
         names: &'a Names<'a>,
     },
     /// A perf.data MMAP/MMAP2 record: a mapping in process `map.pid`'s address space.
@@ -553,7 +553,7 @@ impl Timeline {
         let mut n = 0u64;
         let mut symbols = self
             .symbolize
-            .then(|| crate::symbols::Symbols::new(&data.attrs, &data.features, Default::default()));
+            .then(|| tp_symbols::Symbols::new(&data.attrs, &data.features, Default::default()));
         let mut frames = Vec::new();
         while let Some(item) = records.next() {
             let item = match item {

@@ -16,9 +16,9 @@ use fxprof_processed_profile::{
 };
 use tp_format::perfdata::PerfData;
 
-use crate::report::profile::outer_first;
-use crate::symbols::walk::walk;
-use crate::symbols::{self, Symbols};
+use crate::report::profile::{outer_first, say_walk_errors};
+use tp_symbols::walk;
+use tp_symbols::{self as symbols, Symbols};
 
 pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
     let name = input.display().to_string();
@@ -63,8 +63,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
     let mut processes = HashMap::new();
     let mut threads: HashMap<u32, ThreadHandle> = HashMap::new();
     let mut samples = 0u64;
-    let status = walk(
-        &name,
+    let errors = walk(
         &data,
         &mut syms,
         |_, _| true,
@@ -103,6 +102,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
             samples += 1;
         },
     )?;
+    let status = say_walk_errors(&name, &errors, &syms.notes);
     let out = std::fs::File::create(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let mut w = std::io::BufWriter::new(out);

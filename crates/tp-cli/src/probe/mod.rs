@@ -9,10 +9,10 @@ use anyhow::{bail, Context, Result};
 use tp_format::glob::glob_match;
 use tp_tracefs::{ProbeKind, Tracefs, Uprobe};
 
-pub mod dwarf;
-pub mod elf;
 pub mod run;
-pub mod sdt;
+
+use tp_symbols::elf;
+use tp_symbols::probe::{dwarf, sdt};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -254,7 +254,7 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
         })
         .collect();
     let offset = bin.file_offset(pc)?;
-    let mut event = event_name(&elf::demangle(func).replace("::", "_"));
+    let mut event = event_name(&tp_symbols::demangle(func).replace("::", "_"));
     if off != 0 {
         event = format!("{event}_{off}");
     }

@@ -125,7 +125,7 @@ pub fn define_for_record(
                         (None, None) => mapped_files(pids)?,
                     };
                     default_bins =
-                        Some(paths.iter().map(|p| elf::Binary::read(p)).collect::<Result<_>>()?);
+                        Some(paths.iter().map(|p| elf::Binary::read(p)).collect::<Result<_, _>>()?);
                 }
                 default_bins.as_deref().unwrap_or_default()
             }

@@ -22,7 +22,7 @@ use tp_perf::counter::{self, Counter, CounterOptions, Sampling, Target};
 use tp_perf::events::Event;
 use tp_perf::Ring;
 
-use crate::analyze::maps::{display_name, Maps};
+use tp_format::maps::{display_name, Maps};
 
 /// Data pages per CPU ring (1 MiB): some 8,000 mapping records.
 const RING_PAGES: usize = 256;

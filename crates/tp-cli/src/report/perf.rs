@@ -8,7 +8,7 @@
 //!   ip sym+off (dso)`).
 //! - Callchains (`-g`): under the sample's line, one `\t    addr sym+off (dso)` line per
 //!   frame and a blank line, as perf script prints them; symbols resolved now
-//!   ([`crate::symbols`]), only for files whose samples have addresses.
+//!   ([`tp_symbols`]), only for files whose samples have addresses.
 //! - Lost records: `CPU:N [LOST M EVENTS]`, as trace.dat's lost pages; side records with
 //!   `--show-task-events` / `--show-mmap-events`, in perf script's words.
 
@@ -24,7 +24,7 @@ use tp_tracefs::events::glob_match;
 
 use super::pipeline::{self, Feed, Mode, Place};
 use super::{Args, Output};
-use crate::symbols::{self, Frame, Symbols};
+use tp_symbols::{self as symbols, Frame, Symbols};
 
 /// Per event (attr) of the file: what `-e` selected and how it prints.
 pub struct Event {

@@ -19,8 +19,8 @@ use tp_format::perfdata::{PerfData, Sample};
 
 use super::perf::{symbolizer, Event};
 use super::{Args, Output};
-use crate::symbols::walk::walk;
-use crate::symbols::Frame;
+use tp_symbols::walk;
+use tp_symbols::Frame;
 
 /// The functions of a frame, outermost first: the frame's own function (`None`:
 /// unknown) unless DWARF names it otherwise, then the ones inlined in it.
@@ -45,7 +45,7 @@ pub fn run<R: std::io::Read + std::io::Seek>(
             || [s.pid, s.tid].iter().flatten().any(|&p| args.pids.contains(&(p as i32)));
         events.get(e).is_some_and(|ev| ev.wanted) && cpu_ok && pid_ok
     };
-    let status = walk(&args.input, data, &mut syms, keep, |w| {
+    let errors = walk(data, &mut syms, keep, |w| {
         if w.frames.is_empty() {
             return;
         }
@@ -65,6 +65,7 @@ pub fn run<R: std::io::Read + std::io::Seek>(
         *folded.entry(line).or_default() += weight;
         stacks += 1;
     })?;
+    let status = say_walk_errors(&args.input, &errors, &syms.notes);
     let mut lines: Vec<(String, u64)> = folded.into_iter().collect();
     lines.sort();
     if let Some(svg) = &args.flamegraph {
@@ -95,6 +96,22 @@ pub fn run<R: std::io::Read + std::io::Seek>(
     }
     out.flush()?;
     Ok(status)
+}
+
+/// Print what a [`walk`] could not read and the symbolizer's notes; the status: 1 when a
+/// record could not be read.
+pub fn say_walk_errors(
+    input: &str,
+    errors: &[tp_format::perfdata::Error],
+    notes: &[String],
+) -> i32 {
+    for e in errors {
+        eprintln!("tp: {input}: {e}");
+    }
+    for n in notes {
+        eprintln!("tp: {n}");
+    }
+    i32::from(!errors.is_empty())
 }
 
 /// One frame of a folded line, as stackcollapse-perf tidies it.

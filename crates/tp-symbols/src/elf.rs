@@ -1,11 +1,13 @@
-//! What `tp probe` reads from a binary: its function symbols (demangled) and where an address
-//! lies in the file (uprobes are placed by file offset).
+//! What probe placement reads from a binary: its function symbols (demangled) and where an
+//! address lies in the file (uprobes are placed by file offset).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+use crate::demangle::demangle;
+use crate::{Error, Result};
 
 /// A binary's bytes, kept for parsing.
 pub struct Binary {
@@ -25,9 +27,11 @@ pub struct Function {
 
 impl Binary {
     pub fn read(path: &Path) -> Result<Binary> {
-        let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let data =
+            std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
         if !data.starts_with(b"\x7fELF") {
-            bail!("{} is not an ELF file", path.display());
+            let reason = "not an ELF file".to_string();
+            return Err(Error::Elf { path: path.to_path_buf(), reason });
         }
         // uprobes need the absolute path.
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
@@ -35,8 +39,7 @@ impl Binary {
     }
 
     pub fn parse(&self) -> Result<object::File<'_>> {
-        object::File::parse(&*self.data)
-            .with_context(|| format!("{}: an ELF file tp cannot read", self.path.display()))
+        object::File::parse(&*self.data).map_err(|e| self.elf_error(e))
     }
 
     /// Every defined function (symbol table and dynamic symbols), sorted by name, one entry
@@ -63,7 +66,7 @@ impl Binary {
         use object::ObjectSection;
         let file = self.parse()?;
         let Some(sec) = file.section_by_name(".interp") else { return Ok(None) };
-        let d = sec.data()?;
+        let d = sec.data().map_err(|e| self.elf_error(e))?;
         let d = d.split(|&b| b == 0).next().unwrap_or_default();
         Ok((!d.is_empty())
             .then(|| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(d).to_os_string())))
@@ -78,34 +81,11 @@ impl Binary {
                 return Ok(addr - seg.address() + off);
             }
         }
-        bail!("{}: address {addr:#x} is in no loadable segment", self.path.display())
+        Err(Error::Unmapped { path: self.path.clone(), addr })
     }
-}
 
-/// A Rust (legacy or v0, without the hash) or C++ name demangled; others as they are.
-pub fn demangle(sym: &str) -> String {
-    if let Ok(d) = rustc_demangle::try_demangle(sym) {
-        return format!("{d:#}");
-    }
-    if sym.starts_with("_Z") {
-        if let Ok(s) = cpp_demangle::Symbol::new(sym) {
-            if let Ok(d) = s.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return d;
-            }
-        }
-    }
-    sym.to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::demangle;
-
-    #[test]
-    fn demangles_rust_and_cpp() {
-        assert_eq!(demangle("_ZN4core3fmt5write17h0123456789abcdefE"), "core::fmt::write");
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
-        assert_eq!(demangle("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
-        assert_eq!(demangle("main"), "main");
+    /// A part of the file `object` could not read.
+    pub(crate) fn elf_error(&self, e: object::Error) -> Error {
+        Error::Elf { path: self.path.clone(), reason: format!("an ELF file tp cannot read: {e}") }
     }
 }

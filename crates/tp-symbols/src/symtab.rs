@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use object::{Object, ObjectSection, ObjectSymbol, SectionFlags, SectionIndex, SymbolFlags};
 
-use crate::probe::elf::demangle;
+use crate::demangle::demangle;
 
 const STT_NOTYPE: u8 = 0;
 const STT_FUNC: u8 = 2;

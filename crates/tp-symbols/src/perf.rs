@@ -5,7 +5,7 @@
 //!   kernel's (`~/.debug/[kernel.kallsyms]/BUILD_ID/kallsyms`), else the running kernel's
 //!   `/proc/kallsyms` when the file's osrelease is this kernel's (said when it is not);
 //! - user addresses through the process's mappings (MMAP/MMAP2 records, exec and fork,
-//!   followed by [`crate::analyze::maps`]) to the
+//!   followed by [`tp_format::maps`]) to the
 //!   mapped file, found as `/proc/PID/root/PATH` (processes in other mount namespaces),
 //!   `PATH` or perf's build-id cache, its build id checked when the file records one; the
 //!   function from the ELF symbol table (the separate debug file's when the binary is
@@ -20,10 +20,6 @@
 //! distinct address resolved once, so a stack repeated a million times costs a hash lookup
 //! per frame.
 
-pub mod kallsyms;
-pub mod symtab;
-pub mod walk;
-
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -35,10 +31,11 @@ use object::{Object, ObjectSection, ObjectSegment};
 use tp_format::perfdata::misc;
 use tp_format::perfdata::{sample, Attr, Features, Record, Sample};
 
-use crate::analyze::maps::Maps;
-use crate::probe::elf::demangle;
-use kallsyms::Kallsyms;
-use symtab::SymTab;
+use tp_format::maps::Maps;
+
+use crate::demangle::demangle;
+use crate::kallsyms::Kallsyms;
+use crate::symtab::SymTab;
 
 /// What to resolve beyond the function.
 #[derive(Debug, Clone, Copy, Default)]

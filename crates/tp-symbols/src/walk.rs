@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use tp_format::perfdata::{PerfData, Record, Sample};
+use tp_format::perfdata::{Error, PerfData, Record, Sample};
 
-use super::{Frame, Symbols};
+use crate::perf::{Frame, Symbols};
 
 /// One sample: its event (index in the file's attrs), the sample, its task's name (`None`
 /// when the file never named the task) and its frames, innermost first.
@@ -17,18 +17,18 @@ pub struct Walked<'a, 's> {
     pub frames: &'a [Frame],
 }
 
-/// Feed `f` each sample `keep(event, sample)` accepts. Errors in the file are printed
-/// (`input` names it) and make the status 1; the records after them are still read.
+/// Feed `f` each sample `keep(event, sample)` accepts. Returns the errors of records that
+/// did not parse (the records after them are still read); the symbolizer's notes stay in
+/// `syms.notes` for the caller to say.
 pub fn walk<R: std::io::Read + std::io::Seek>(
-    input: &str,
     data: &PerfData<R>,
     syms: &mut Symbols,
     mut keep: impl FnMut(usize, &Sample<'_>) -> bool,
     mut f: impl FnMut(Walked<'_, '_>),
-) -> anyhow::Result<i32> {
+) -> Result<Vec<Error>, Error> {
     let mut comms: HashMap<u32, String> = HashMap::new();
     let mut frames: Vec<Frame> = Vec::new();
-    let mut status = 0;
+    let mut errors = Vec::new();
     let mut records = data.records(true)?;
     while let Some(item) = records.next() {
         let parsed = item.and_then(|i| {
@@ -38,8 +38,7 @@ pub fn walk<R: std::io::Read + std::io::Seek>(
         let (event, r) = match parsed {
             Ok(x) => x,
             Err(e) => {
-                eprintln!("tp: {input}: {e}");
-                status = 1;
+                errors.push(e);
                 continue;
             }
         };
@@ -64,8 +63,5 @@ pub fn walk<R: std::io::Read + std::io::Seek>(
             _ => syms.note(&r),
         }
     }
-    for n in &syms.notes {
-        eprintln!("tp: {n}");
-    }
-    Ok(status)
+    Ok(errors)
 }

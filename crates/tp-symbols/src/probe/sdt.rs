@@ -3,10 +3,10 @@
 //! provider, name and argument specs such as `-4@%edi 8@-16(%rbp)`), and the uprobe that
 //! fires at a site with the arguments fetched as the kernel's fetchargs.
 
-use anyhow::{bail, Result};
 use object::{Object, ObjectSection};
 
-use super::elf::Binary;
+use crate::elf::Binary;
+use crate::{Error, Result};
 
 /// One SDT probe site.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,9 +28,9 @@ pub fn notes(bin: &Binary) -> Result<Vec<SdtNote>> {
     let file = bin.parse()?;
     let Some(sec) = file.section_by_name(".note.stapsdt") else { return Ok(Vec::new()) };
     let base = file.section_by_name(".stapsdt.base").map(|s| s.address());
-    let data = sec.data()?;
+    let data = sec.data().map_err(|e| bin.elf_error(e))?;
     let mut v = parse_notes(data, file.is_little_endian(), file.is_64())
-        .map_err(|e| anyhow::anyhow!("{}: .note.stapsdt: {e}", bin.path.display()))?;
+        .map_err(|reason| Error::SdtNote { path: bin.path.clone(), reason })?;
     // A prelinked binary moved `.stapsdt.base`; the notes still hold the link-time address.
     if let Some(actual) = base {
         for (n, note_base) in &mut v {
@@ -113,9 +113,10 @@ pub fn fetchargs(args: &str) -> Result<Vec<String>> {
 /// One x86-64 argument spec (`[-]SIZE@OPERAND`; an operand alone is an unsigned long)
 /// as a fetcharg with its type.
 pub fn fetcharg(spec: &str) -> Result<String> {
+    let bad = |reason: String| Error::SdtArgument { spec: spec.to_string(), reason };
     let (size, op) = match spec.split_once('@') {
         Some((s, op)) => {
-            let n: i32 = s.parse().map_err(|_| anyhow::anyhow!("bad size in {spec:?}"))?;
+            let n: i32 = s.parse().map_err(|_| bad(format!("bad size {s:?}")))?;
             (n, op)
         }
         None => (8, spec),
@@ -123,7 +124,7 @@ pub fn fetcharg(spec: &str) -> Result<String> {
     let ty = match size {
         1 | 2 | 4 | 8 => format!("u{}", size * 8),
         -1 | -2 | -4 | -8 => format!("s{}", -size * 8),
-        _ => bail!("argument {spec:?}: size {size} is not 1, 2, 4 or 8 bytes"),
+        _ => return Err(bad(format!("size {size} is not 1, 2, 4 or 8 bytes"))),
     };
     let place = if let Some(r) = op.strip_prefix('%') {
         format!("%{}", register(r, spec)?)
@@ -134,23 +135,17 @@ pub fn fetcharg(spec: &str) -> Result<String> {
             .strip_suffix(')')
             .and_then(|r| r.strip_prefix('%'))
             .filter(|r| !r.contains(','))
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "argument {spec:?}: only OFFSET(%REG) memory operands are supported"
-                )
-            })?;
+            .ok_or_else(|| bad("only OFFSET(%REG) memory operands are supported".into()))?;
         if reg == "rip" {
-            bail!("argument {spec:?}: %rip-relative operands cannot be fetched by a uprobe");
+            return Err(bad("%rip-relative operands cannot be fetched by a uprobe".into()));
         }
         let off: i64 = match off {
             "" => 0,
-            o => o
-                .parse()
-                .map_err(|_| anyhow::anyhow!("argument {spec:?}: offset {o:?} is not a number"))?,
+            o => o.parse().map_err(|_| bad(format!("offset {o:?} is not a number")))?,
         };
         format!("{off:+}(%{})", register(reg, spec)?)
     } else {
-        bail!("argument {spec:?}: operand not understood");
+        return Err(bad("operand not understood".into()));
     };
     Ok(format!("{place}:{ty}"))
 }
@@ -178,7 +173,10 @@ fn register(r: &str, spec: &str) -> Result<&'static str> {
             }
         }
     }
-    bail!("argument {spec:?}: register %{r} cannot be fetched (x86-64 general registers only)")
+    Err(Error::SdtArgument {
+        spec: spec.to_string(),
+        reason: format!("register %{r} cannot be fetched (x86-64 general registers only)"),
+    })
 }
 
 #[cfg(test)]
