@@ -1,6 +1,8 @@
 //! The `tp` command. One module per subcommand; each has `Args` (clap) and
 //! `run(args) -> anyhow::Result<i32>` returning the process exit status.
 
+#![forbid(unsafe_code)]
+
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod analyze;

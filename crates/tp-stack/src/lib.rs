@@ -16,6 +16,8 @@
 //!
 //! x86-64 only (the registers perf copies there); other architectures get no user chain.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::ops::{Deref, Range};
 use std::os::unix::fs::MetadataExt;

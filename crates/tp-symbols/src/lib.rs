@@ -32,6 +32,8 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod demangle;
 pub mod elf;
 mod error;
