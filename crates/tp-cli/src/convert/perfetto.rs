@@ -35,8 +35,8 @@ use anyhow::Context;
 use tp_format::format::{EventFormat, Field, FieldKind, RUST_ID_BASE};
 
 use super::proto::{bytes, int, uint};
-use crate::analyze::timeline::{str_field, Ev, IntField, Timeline};
-use crate::analyze::Select;
+use tp_analyze::timeline::{str_field, Ev, IntField};
+use tp_analyze::Select;
 
 /// Events per bundle before it is written.
 const BUNDLE_EVENTS: usize = 1024;
@@ -367,7 +367,7 @@ fn bytes_header(out: &mut Vec<u8>, field: u32, len: usize) {
 }
 
 pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
-    let tl = Timeline::open(input)?;
+    let tl = crate::analyze::open(input)?;
     let be = tl.big_endian;
     let mut convs: Vec<Option<Conv>> = vec![None; u16::MAX as usize + 1];
     for f in tl.formats() {
@@ -432,14 +432,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
     let mut track_seq_started = false;
     // Per CPU, indexed by CPU number.
     let mut bundles: Vec<Bundle> = Vec::new();
-    let select = Select {
-        input: input.to_path_buf(),
-        json: false,
-        pids: Vec::new(),
-        comms: Vec::new(),
-        from: None,
-        to: None,
-    };
+    let select = Select::default();
     let mut events = 0u64;
     let mut unknown = 0u64;
     // perf.data samples of events that are not tracepoints (no ftrace record to convert).

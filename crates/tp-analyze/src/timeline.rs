@@ -20,33 +20,27 @@
 //! file's saved cmdlines for a task no event has named yet.
 //!
 //! Streaming: memory is the merger's few pages per CPU (perf: records of one round),
-//! whatever the file's size. On a terminal a progress bar shows the share of the file read
-//! (quiet otherwise).
+//! whatever the file's size. A [`Progress`] is told how much of the file has been read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::IsTerminal;
 use std::path::Path;
+use std::rc::Rc;
 
-use anyhow::Context;
 use tp_format::format::{EventFormat, Field};
 use tp_format::perfdata::attr::{event_type, flag};
 use tp_format::perfdata::record::Mmap;
 use tp_format::perfdata::{PerfData, Record, Sample};
 use tp_format::symbols::{Cmdlines, Kallsyms};
-use tp_format::tracedat::{BufferKind, Error, Item, PageSource, Records, TraceDat};
+use tp_format::tracedat::{BufferKind, Item, PageSource, Records, TraceDat};
 
-use super::{Select, TimeArg};
+use crate::{Error, Result, Select, TimeArg};
 
 /// A merged record's CPU number carries its buffer's index in the bits above these (as in
 /// `tp report`'s merge of several buffers).
 pub const CPU_BITS: u32 = 24;
 const CPU_MASK: u32 = (1 << CPU_BITS) - 1;
-
-/// Files smaller than this get no progress bar: they take well under a second (compressed,
-/// 4 MiB is about a million events).
-const PROGRESS_MIN_BYTES: u64 = 4 << 20;
 
 /// One event of the window.
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +123,23 @@ impl Coverage {
     }
 }
 
+/// An analysis's answer: its statistics, what the window held, and what the recording
+/// could not tell it.
+#[derive(Debug)]
+pub struct Summary<S> {
+    pub stats: S,
+    pub coverage: Coverage,
+    /// What the recording lacks that the answer would need, one sentence each.
+    pub missing: Vec<String>,
+}
+
+impl<S> Summary<S> {
+    /// Whether the whole window was read without a decoding error.
+    pub fn read_whole(&self) -> bool {
+        self.coverage.errors.is_empty()
+    }
+}
+
 /// Task names as the events have given them so far, over the file's saved cmdlines.
 #[derive(Debug)]
 pub struct Names<'t> {
@@ -168,6 +179,32 @@ impl<'t> Names<'t> {
                 self.changes += 1;
             }
         }
+    }
+}
+
+/// `--pid`/`--comm` decisions per task, by the task's name at each event; cached until a
+/// name changes.
+pub struct TaskFilter<'s> {
+    select: &'s Select,
+    cache: std::collections::HashMap<i32, bool>,
+    changes: u64,
+}
+
+impl<'s> TaskFilter<'s> {
+    pub fn new(select: &'s Select) -> TaskFilter<'s> {
+        TaskFilter { select, cache: Default::default(), changes: 0 }
+    }
+
+    /// Whether task `pid`, named as `names` has it now, is wanted.
+    pub fn wants(&mut self, pid: i32, names: &Names<'_>) -> bool {
+        if !self.select.filters_tasks() {
+            return true;
+        }
+        if names.changes != self.changes {
+            self.cache.clear();
+            self.changes = names.changes;
+        }
+        *self.cache.entry(pid).or_insert_with(|| self.select.wants_task(pid, names.comm(pid)))
     }
 }
 
@@ -241,10 +278,28 @@ enum Source {
     Perf { data: PerfData<File>, formats: Vec<EventFormat>, kallsyms: Kallsyms },
 }
 
+/// Told how far a pass over the file has come, in bytes of the file (to draw a progress
+/// bar).
+pub trait Progress {
+    /// The pass reads `total` bytes.
+    fn start(&self, total: u64);
+    /// At `done` bytes.
+    fn at(&self, done: u64);
+    /// `n` more bytes read.
+    fn advance(&self, n: u64);
+    /// The pass is over.
+    fn finish(&self);
+}
+
 /// An opened trace.dat or perf.data with its formats.
 pub struct Timeline {
     src: Source,
     input: String,
+    /// What the file's readers had to say on opening it (formats that do not parse, perf's
+    /// warnings), each naming the file.
+    pub warnings: Vec<String>,
+    /// Told of each pass's progress, when set.
+    pub progress: Option<Rc<dyn Progress>>,
     /// perf.data: its events (empty for a trace.dat).
     pub perf_attrs: Vec<PerfAttr>,
     /// perf.data: name each sample's stack (set before [`Timeline::run`]; reading the
@@ -264,20 +319,22 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    pub fn open(path: &Path) -> anyhow::Result<Timeline> {
+    pub fn open(path: &Path) -> Result<Timeline> {
         let input = path.display().to_string();
-        let mut file = File::open(path).with_context(|| format!("cannot open {input}"))?;
+        let open = |source| Error::Open { path: path.to_path_buf(), source };
+        let mut file = File::open(path).map_err(open)?;
         let mut magic = [0u8; 8];
-        let n = std::io::Read::read(&mut file, &mut magic)
-            .with_context(|| format!("cannot read {input}"))?;
-        std::io::Seek::rewind(&mut file).with_context(|| format!("cannot read {input}"))?;
+        let n = std::io::Read::read(&mut file, &mut magic).map_err(open)?;
+        std::io::Seek::rewind(&mut file).map_err(open)?;
         if tp_format::perfdata::read::is_perf_data(&magic[..n]) {
             return Timeline::open_perf(file, input);
         }
-        let dat = TraceDat::open_file(file).with_context(|| format!("cannot read {input}"))?;
-        for e in dat.format_errors() {
-            eprintln!("tp: {input}: {e} (its events are left out)");
-        }
+        let dat = TraceDat::open_file(file).map_err(|source| Error::trace_dat(&input, source))?;
+        let warnings = dat
+            .format_errors()
+            .iter()
+            .map(|e| format!("{input}: {e} (its events are left out)"))
+            .collect();
         let mut by_id = vec![u32::MAX; u16::MAX as usize + 1];
         for (i, f) in dat.events().iter().enumerate() {
             if let Ok(id) = u16::try_from(f.id) {
@@ -299,6 +356,8 @@ impl Timeline {
         Ok(Timeline {
             src: Source::Dat(dat),
             input,
+            warnings,
+            progress: None,
             perf_attrs: Vec::new(),
             symbolize: false,
             namings,
@@ -311,15 +370,15 @@ impl Timeline {
         })
     }
 
-    fn open_perf(file: File, input: String) -> anyhow::Result<Timeline> {
-        let mut data = PerfData::open_file(file).with_context(|| format!("cannot read {input}"))?;
-        for w in &data.warnings {
-            eprintln!("tp: {input}: {w}");
-        }
+    fn open_perf(file: File, input: String) -> Result<Timeline> {
+        let mut data =
+            PerfData::open_file(file).map_err(|source| Error::perf_data(&input, source))?;
+        let mut warnings: Vec<String> =
+            data.warnings.iter().map(|w| format!("{input}: {w}")).collect();
         let tracing = data.features.tracing.take().unwrap_or_default();
-        for e in &tracing.format_errors {
-            eprintln!("tp: {input}: {e} (its events are left out)");
-        }
+        warnings.extend(
+            tracing.format_errors.iter().map(|e| format!("{input}: {e} (its events are left out)")),
+        );
         let mut by_id = vec![u32::MAX; u16::MAX as usize + 1];
         for (i, f) in tracing.events.iter().enumerate() {
             if let Ok(id) = u16::try_from(f.id) {
@@ -353,6 +412,8 @@ impl Timeline {
         Ok(Timeline {
             src: Source::Perf { data, formats: tracing.events, kallsyms },
             input,
+            warnings,
+            progress: None,
             perf_attrs,
             symbolize: false,
             namings,
@@ -367,6 +428,14 @@ impl Timeline {
 
     pub fn input(&self) -> &str {
         &self.input
+    }
+
+    /// The file's size in bytes.
+    pub fn file_len(&self) -> u64 {
+        match &self.src {
+            Source::Dat(dat) => dat.file_len(),
+            Source::Perf { data, .. } => data.file_len(),
+        }
     }
 
     /// Whether the file holds the traced processes' mappings (a trace.dat's PROCMAPS; a
@@ -427,7 +496,7 @@ impl Timeline {
     }
 
     /// Feed the window's events and lost-event markers to `sink`, in time order.
-    pub fn run(&self, select: &Select, sink: impl FnMut(Ev<'_>)) -> anyhow::Result<Coverage> {
+    pub fn run(&self, select: &Select, sink: impl FnMut(Ev<'_>)) -> Result<Coverage> {
         match &self.src {
             Source::Dat(dat) => self.run_dat(dat, select, sink),
             Source::Perf { data, .. } => self.run_perf(data, select, sink),
@@ -439,7 +508,7 @@ impl Timeline {
         dat: &TraceDat<File>,
         select: &Select,
         mut sink: impl FnMut(Ev<'_>),
-    ) -> anyhow::Result<Coverage> {
+    ) -> Result<Coverage> {
         let mut names = Names::new(&self.cmdlines);
         // The traced processes' mappings the recording saved, first.
         for p in dat.proc_maps() {
@@ -467,17 +536,25 @@ impl Timeline {
         }
         let mut sources: Vec<(u32, Box<dyn PageSource + '_>)> = Vec::new();
         let mut total = 0;
-        let bar = progress_bar(dat.file_len());
         for (k, (b, _)) in self.buffers.iter().enumerate() {
             for (i, c) in dat.buffers()[*b].cpus.iter().enumerate() {
                 let id = ((k as u32) << CPU_BITS) | c.cpu;
-                let inner = dat.page_source(*b, i)?;
+                let inner = dat
+                    .page_source(*b, i)
+                    .map_err(|source| Error::trace_dat(&self.input, source))?;
                 total += c.size;
-                let src = Progress { inner, start: c.offset, last: c.offset, bar: bar.clone() };
-                sources.push((id, Box::new(src)));
+                match &self.progress {
+                    Some(p) => {
+                        let (start, last, progress) = (c.offset, c.offset, p.clone());
+                        sources.push((id, Box::new(Progressing { inner, start, last, progress })))
+                    }
+                    None => sources.push((id, inner)),
+                }
             }
         }
-        bar.set_length(total.max(1));
+        if let Some(p) = &self.progress {
+            p.start(total.max(1));
+        }
         let mut records = Records::new(dat.layout(), sources);
         let mut cov = Coverage::default();
         let mut window: Option<(u64, u64)> = None;
@@ -528,7 +605,9 @@ impl Timeline {
                 }
             }
         }
-        bar.finish_and_clear();
+        if let Some(p) = &self.progress {
+            p.finish();
+        }
         cov.names = names.now;
         Ok(cov)
     }
@@ -538,10 +617,11 @@ impl Timeline {
         data: &PerfData<File>,
         select: &Select,
         mut sink: impl FnMut(Ev<'_>),
-    ) -> anyhow::Result<Coverage> {
+    ) -> Result<Coverage> {
         let mut names = Names::new(&self.cmdlines);
-        let bar = progress_bar(data.file_len());
-        bar.set_length(data.data_size.max(1));
+        if let Some(p) = &self.progress {
+            p.start(data.data_size.max(1));
+        }
         let mut cov = Coverage::default();
         let mut window: Option<(u64, u64)> = None;
         let in_window = |window: &Option<(u64, u64)>, ts: Option<u64>| match (window, ts) {
@@ -549,7 +629,8 @@ impl Timeline {
             _ => true,
         };
         let be = self.big_endian;
-        let mut records = data.records(true)?;
+        let mut records =
+            data.records(true).map_err(|source| Error::perf_data(&self.input, source))?;
         let mut n = 0u64;
         let mut symbols = self
             .symbolize
@@ -565,7 +646,9 @@ impl Timeline {
             };
             n += 1;
             if n % 4096 == 0 {
-                bar.set_position(item.raw.offset.saturating_sub(data.data_offset));
+                if let Some(p) = &self.progress {
+                    p.at(item.raw.offset.saturating_sub(data.data_offset));
+                }
             }
             let record = match item.parse() {
                 Ok(r) => r,
@@ -640,7 +723,9 @@ impl Timeline {
                 _ => {}
             }
         }
-        bar.finish_and_clear();
+        if let Some(p) = &self.progress {
+            p.finish();
+        }
         cov.names = names.now;
         Ok(cov)
     }
@@ -653,8 +738,8 @@ impl Timeline {
                 let _ = writeln!(
                     out,
                     "window: {} .. {} ({} events of every type)",
-                    super::secs(first),
-                    super::secs(cov.last),
+                    crate::secs(first),
+                    crate::secs(cov.last),
                     cov.events
                 );
             }
@@ -722,7 +807,7 @@ impl Timeline {
                 out.push(',');
             }
             out.push_str("{\"buffer\":");
-            super::json_str(out, &self.buffers[*b].1);
+            crate::json_str(out, &self.buffers[*b].1);
             let _ = write!(out, ",\"cpu\":{cpu},\"events\":{n},\"unknown_gaps\":{g}}}");
         }
         out.push_str("]},\"not_recorded\":[");
@@ -730,14 +815,14 @@ impl Timeline {
             if i > 0 {
                 out.push(',');
             }
-            super::json_str(out, m);
+            crate::json_str(out, m);
         }
         out.push_str("],\"errors\":[");
         for (i, e) in cov.errors.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            super::json_str(out, e);
+            crate::json_str(out, e);
         }
         out.push(']');
     }
@@ -768,7 +853,7 @@ fn comm_records(data: &PerfData<File>) -> Vec<(i32, String)> {
     last.into_iter().collect()
 }
 
-fn message(input: &str, e: &Error) -> String {
+fn message(input: &str, e: &tp_format::tracedat::Error) -> String {
     format!("{input}: {e}")
 }
 
@@ -781,33 +866,20 @@ fn resolve(select: &Select, first: u64) -> (u64, u64) {
     (select.from.map_or(0, at), select.to.map_or(u64::MAX, at))
 }
 
-fn progress_bar(file_len: u64) -> indicatif::ProgressBar {
-    if file_len < PROGRESS_MIN_BYTES || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(file_len);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:40} {percent:>3}% {elapsed} (ETA {eta})")
-    {
-        bar.set_style(style);
-    }
-    bar
-}
-
-/// A page source that advances the progress bar by the file bytes it has passed.
-struct Progress<'s> {
+/// A page source that tells its [`Progress`] of the file bytes it has passed.
+struct Progressing<'s> {
     inner: Box<dyn PageSource + 's>,
     start: u64,
     last: u64,
-    bar: indicatif::ProgressBar,
+    progress: Rc<dyn Progress>,
 }
 
-impl PageSource for Progress<'_> {
-    fn advance(&mut self) -> Result<bool, Error> {
+impl PageSource for Progressing<'_> {
+    fn advance(&mut self) -> std::result::Result<bool, tp_format::tracedat::Error> {
         let more = self.inner.advance()?;
         let off = self.inner.offset();
         if off > self.last && off >= self.start {
-            self.bar.inc(off - self.last);
+            self.progress.advance(off - self.last);
             self.last = off;
         }
         Ok(more)
