@@ -20,6 +20,8 @@ pub enum Error {
     NoField { event: String, field: String },
     /// An output file could not be written.
     Write { path: PathBuf, source: std::io::Error },
+    /// The output an exporter was given could not be written.
+    Output(std::io::Error),
 }
 
 impl Error {
@@ -45,6 +47,7 @@ impl fmt::Display for Error {
             Error::Missing { input, what } => write!(f, "{input} has no {what}"),
             Error::NoField { event, field } => write!(f, "{event} has no field {field}"),
             Error::Write { path, .. } => write!(f, "cannot write {}", path.display()),
+            Error::Output(_) => write!(f, "writing the output"),
         }
     }
 }
@@ -52,7 +55,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Open { source, .. } | Error::Write { source, .. } => Some(source),
+            Error::Open { source, .. } | Error::Write { source, .. } | Error::Output(source) => {
+                Some(source)
+            }
             Error::TraceDat { source, .. } => Some(&**source),
             Error::PerfData { source, .. } => Some(&**source),
             _ => None,

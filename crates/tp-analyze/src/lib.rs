@@ -8,6 +8,10 @@
 //!   -c's summary), [`sched`] (scheduling latency, as perf sched latency and runqlat),
 //!   [`faults`] (page faults by task, kind, page, instruction, file and call path).
 //!
+//! - Exporters ([`export`]): Perfetto's protobuf trace of a recording, the Firefox
+//!   Profiler's processed profile of a perf.data's samples; [`folded`]: the samples' stacks
+//!   summed as folded lines, a flame graph or perf report's table.
+//!
 //! Each analysis reads only the fields its question needs and says what the recording
 //! could not tell it (lost events in the window, events that were not recorded) instead of
 //! guessing. The statistics (`syscalls::Stats`, `sched::Stats`, `faults::Stats`) are pure:
@@ -32,7 +36,9 @@
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod export;
 pub mod faults;
+pub mod folded;
 pub mod sched;
 mod select;
 pub mod syscalls;

@@ -15,9 +15,8 @@ use pipeline::{Mode, Place};
 use std::fs::File;
 
 mod count;
-mod perf;
+pub mod perf;
 mod pipeline;
-pub mod profile;
 
 #[derive(clap::Args, Clone)]
 pub struct Args {

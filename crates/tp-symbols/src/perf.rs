@@ -119,6 +119,15 @@ pub struct Frame {
     pub sym: Rc<Resolved>,
 }
 
+impl Frame {
+    /// The functions of the frame, outermost first: its own function (`None`: unknown)
+    /// unless DWARF names it otherwise, then the ones inlined in it.
+    pub fn outer_first(&self) -> impl Iterator<Item = Option<&str>> + '_ {
+        let own = self.sym.shown.then(|| self.sym.name.as_deref());
+        own.into_iter().chain(self.sym.inlined.iter().rev().map(|n| Some(&**n)))
+    }
+}
+
 /// How a mapped file is symbolized, found on its first use.
 enum FileSyms {
     Elf {

@@ -76,7 +76,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
         return stat(args, &data, &events);
     }
     if args.folded || args.flamegraph.is_some() || args.top {
-        return super::profile::run(args, &data, &events);
+        return folded(args, &data, &events);
     }
     let width = events.iter().map(|e| e.name.len()).max().unwrap_or(0);
     let syms = symbolizer(args, &data);
@@ -123,6 +123,72 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     std::mem::forget(p.syms.take());
     std::mem::forget(renderer);
     Ok(if errors.unwrap_or(0) > 0 { 1 } else { 0 })
+}
+
+/// `--folded`, `--flamegraph SVG`, `--top`: the wanted samples' stacks summed
+/// (`tp_analyze::folded`), weighing their period (1 per tracepoint sample, as perf script
+/// prints no period for them).
+fn folded<R: std::io::Read + std::io::Seek>(
+    args: &Args,
+    data: &PerfData<R>,
+    events: &[Event],
+) -> anyhow::Result<i32> {
+    use tp_analyze::folded;
+    let Some(mut syms) = symbolizer(args, data) else {
+        anyhow::bail!("{}: its samples carry no addresses (record with -g for stacks)", args.input);
+    };
+    let keep = |e: usize, s: &Sample<'_>| {
+        let cpu_ok = args.cpus.is_empty() || s.cpu.is_some_and(|c| args.cpus.contains(&c));
+        let pid_ok = args.pids.is_empty()
+            || [s.pid, s.tid].iter().flatten().any(|&p| args.pids.contains(&(p as i32)));
+        events.get(e).is_some_and(|ev| ev.wanted) && cpu_ok && pid_ok
+    };
+    let weight =
+        |e: usize, s: &Sample<'_>| if events[e].tracepoint { 1 } else { s.period.unwrap_or(1) };
+    let f = folded::fold(data, &mut syms, keep, weight)?;
+    let status = say_walk_errors(&args.input, &f.errors, &syms.notes);
+    if let Some(svg) = &args.flamegraph {
+        if f.lines.is_empty() {
+            anyhow::bail!("{}: no sample with a stack to draw", args.input);
+        }
+        let file = std::fs::File::create(svg).with_context(|| format!("cannot create {svg}"))?;
+        let mut w = std::io::BufWriter::new(file);
+        folded::flamegraph(&f.lines, &format!("tp report -i {}", args.input), &mut w)
+            .with_context(|| format!("cannot write the flame graph to {svg}"))?;
+        std::io::Write::flush(&mut w).with_context(|| format!("cannot write {svg}"))?;
+        let (samples, stacks) = (f.samples, f.lines.len());
+        eprintln!("tp: {svg}: flame graph of {samples} samples ({stacks} distinct stacks)");
+        return Ok(status);
+    }
+    let mut out = Output::new();
+    if args.top {
+        folded::write_top(&mut out.buf, &f.lines);
+    } else {
+        for (s, n) in &f.lines {
+            let _ = writeln!(out.buf, "{s} {n}");
+            if out.buf.len() > 1 << 16 {
+                out.flush()?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(status)
+}
+
+/// Print what a [`tp_symbols::walk`] could not read and the symbolizer's notes; the status:
+/// 1 when a record could not be read.
+pub fn say_walk_errors(
+    input: &str,
+    errors: &[tp_format::perfdata::Error],
+    notes: &[String],
+) -> i32 {
+    for e in errors {
+        eprintln!("tp: {input}: {e}");
+    }
+    for n in notes {
+        eprintln!("tp: {n}");
+    }
+    i32::from(!errors.is_empty())
 }
 
 /// A symbolizer when some wanted event's samples carry addresses to name: a callchain, or

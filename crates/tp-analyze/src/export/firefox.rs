@@ -1,31 +1,36 @@
-//! `tp convert -i perf.data --to firefox -o OUT.json`: the samples and their stacks as the
-//! Firefox Profiler's processed profile (profiler.firefox.com opens it: File > Load), built
-//! with `fxprof-processed-profile`. One process per pid and one thread per tid, named as the
+//! A perf.data's samples and their stacks as the Firefox Profiler's processed profile
+//! (profiler.firefox.com opens it serialized as JSON: File > Load), built with
+//! `fxprof-processed-profile`. One process per pid and one thread per tid, named as the
 //! file names them; each sample at its time with its stack, functions named by tp (kernel
 //! frames in the Kernel category, user ones in User), the CPU time of cpu-clock and
 //! task-clock samples (their period, ns) as the sample's CPU delta.
 
 use std::collections::HashMap;
-use std::io::Write as _;
-use std::path::Path;
 
-use anyhow::Context as _;
 use fxprof_processed_profile::{
     CategoryColor, CpuDelta, Frame, FrameFlags, FrameInfo, Profile, ReferenceTimestamp,
     SamplingInterval, ThreadHandle, Timestamp,
 };
-use tp_format::perfdata::PerfData;
+use tp_format::perfdata::{Error, PerfData};
+use tp_symbols::{walk, Options, Symbols};
 
-use crate::report::profile::{outer_first, say_walk_errors};
-use tp_symbols::walk;
-use tp_symbols::{self as symbols, Symbols};
+/// The profile and what went into it.
+pub struct Firefox {
+    pub profile: Profile,
+    pub samples: u64,
+    pub threads: usize,
+    pub processes: usize,
+    /// Records that could not be read (the ones after them were).
+    pub errors: Vec<Error>,
+    /// What the symbolizer could not find (kernel symbols, files), each said once.
+    pub notes: Vec<String>,
+}
 
-pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
-    let name = input.display().to_string();
-    let file = std::fs::File::open(input).with_context(|| format!("cannot open {name}"))?;
-    let data = PerfData::open_file(file).with_context(|| {
-        format!("cannot read {name} (--to firefox takes a perf.data: tp record -g or perf record)")
-    })?;
+/// The profile of every sample of `data`, titled `title`.
+pub fn profile<R: std::io::Read + std::io::Seek>(
+    data: &PerfData<R>,
+    title: &str,
+) -> Result<Firefox, Error> {
     let first = data.features.sample_time.map(|t| t.0);
     // The profile's zero: the wall-clock time of the first sample when the file says how
     // its clock relates to the wall clock (CLOCK_DATA), else the epoch.
@@ -45,7 +50,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
         Some(hz) if hz > 0 => SamplingInterval::from_hz(hz as f32),
         _ => SamplingInterval::from_millis(1),
     };
-    let mut profile = Profile::new(&format!("tp convert -i {name}"), reference, interval);
+    let mut profile = Profile::new(title, reference, interval);
     profile.set_symbolicated(true);
     let kernel_cat = profile.add_category("Kernel", CategoryColor::Orange).into();
     let user_cat = profile.add_category("User", CategoryColor::Yellow).into();
@@ -55,16 +60,13 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
         .iter()
         .map(|a| matches!(a.name.as_deref(), Some("cpu-clock" | "task-clock")))
         .collect();
-    let mut syms = Symbols::new(
-        &data.attrs,
-        &data.features,
-        symbols::Options { srcline: false, inline: true },
-    );
+    let mut syms =
+        Symbols::new(&data.attrs, &data.features, Options { srcline: false, inline: true });
     let mut processes = HashMap::new();
     let mut threads: HashMap<u32, ThreadHandle> = HashMap::new();
     let mut samples = 0u64;
     let errors = walk(
-        &data,
+        data,
         &mut syms,
         |_, _| true,
         |w| {
@@ -84,7 +86,7 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
             let mut infos = Vec::with_capacity(w.frames.len());
             for f in w.frames.iter().rev() {
                 let cat = if &*f.sym.dso == "[kernel.kallsyms]" { kernel_cat } else { user_cat };
-                for n in outer_first(f) {
+                for n in f.outer_first() {
                     let label = match n {
                         Some(n) => n.to_string(),
                         None => format!("{:#x} ({})", f.ip, f.sym.dso),
@@ -102,18 +104,6 @@ pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
             samples += 1;
         },
     )?;
-    let status = say_walk_errors(&name, &errors, &syms.notes);
-    let out = std::fs::File::create(output)
-        .with_context(|| format!("cannot create {}", output.display()))?;
-    let mut w = std::io::BufWriter::new(out);
-    serde_json::to_writer(&mut w, &profile)
-        .with_context(|| format!("cannot write {}", output.display()))?;
-    w.flush().with_context(|| format!("cannot write {}", output.display()))?;
-    eprintln!(
-        "tp: {}: {samples} samples of {} threads in {} processes (profiler.firefox.com: Load a profile from file)",
-        output.display(),
-        threads.len(),
-        processes.len()
-    );
-    Ok(status)
+    let (threads, processes) = (threads.len(), processes.len());
+    Ok(Firefox { profile, samples, threads, processes, errors, notes: syms.notes })
 }

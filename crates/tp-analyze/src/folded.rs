@@ -1,117 +1,75 @@
-//! `tp report -i perf.data --folded | --flamegraph SVG | --top`: the samples' stacks
-//! summed instead of printed.
+//! A perf.data's samples' stacks summed instead of printed (`tp report -i perf.data
+//! --folded | --flamegraph SVG | --top`):
 //!
-//! - `--folded`: one line per distinct stack, `comm;outermost;...;innermost weight`, as
+//! - [`fold`]: one line per distinct stack, `comm;outermost;...;innermost weight`, as
 //!   stackcollapse-perf makes from perf script's output of the same file (a frame without
 //!   a symbol is `[file name]`, or `[unknown]`; `;` in names becomes `:`, argument lists
 //!   are cut; the weight is the samples' period, 1 per tracepoint sample, as perf script
 //!   prints no period for them).
-//! - `--flamegraph`: those lines drawn by inferno.
-//! - `--top`: per function (task, file, symbol, as perf report sorts by default) the share
+//! - [`flamegraph`]: those lines drawn by inferno.
+//! - [`write_top`]: per function (task, file, symbol, as perf report sorts by default) the share
 //!   of the weight sampled in the function itself (self) and in it or below it (children).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 
-use anyhow::Context as _;
-use tp_format::perfdata::{PerfData, Sample};
+use tp_format::perfdata::{Error, PerfData, Sample};
+use tp_symbols::{walk, Symbols};
 
-use super::perf::{symbolizer, Event};
-use super::{Args, Output};
-use tp_symbols::walk;
-use tp_symbols::Frame;
-
-/// The functions of a frame, outermost first: the frame's own function (`None`:
-/// unknown) unless DWARF names it otherwise, then the ones inlined in it.
-pub fn outer_first(f: &Frame) -> impl Iterator<Item = Option<&str>> + '_ {
-    let own = f.sym.shown.then(|| f.sym.name.as_deref());
-    own.into_iter().chain(f.sym.inlined.iter().rev().map(|n| Some(&**n)))
+/// Folded stacks: `comm;outermost;...;innermost` and its weight, sorted.
+#[derive(Debug, Default)]
+pub struct Folded {
+    pub lines: Vec<(String, u64)>,
+    /// Samples with a stack that were summed.
+    pub samples: u64,
+    /// Records that could not be read (the ones after them were).
+    pub errors: Vec<Error>,
 }
 
-pub fn run<R: std::io::Read + std::io::Seek>(
-    args: &Args,
+/// The stacks of the samples `keep(event, sample)` accepts, named by `syms`, each weighing
+/// `weight(event, sample)`.
+pub fn fold<R: std::io::Read + std::io::Seek>(
     data: &PerfData<R>,
-    events: &[Event],
-) -> anyhow::Result<i32> {
-    let Some(mut syms) = symbolizer(args, data) else {
-        anyhow::bail!("{}: its samples carry no addresses (record with -g for stacks)", args.input);
-    };
+    syms: &mut Symbols,
+    keep: impl FnMut(usize, &Sample<'_>) -> bool,
+    weight: impl Fn(usize, &Sample<'_>) -> u64,
+) -> Result<Folded, Error> {
     let mut folded: HashMap<String, u64> = HashMap::new();
-    let mut stacks = 0u64;
-    let keep = |e: usize, s: &Sample<'_>| {
-        let cpu_ok = args.cpus.is_empty() || s.cpu.is_some_and(|c| args.cpus.contains(&c));
-        let pid_ok = args.pids.is_empty()
-            || [s.pid, s.tid].iter().flatten().any(|&p| args.pids.contains(&(p as i32)));
-        events.get(e).is_some_and(|ev| ev.wanted) && cpu_ok && pid_ok
-    };
-    let errors = walk(data, &mut syms, keep, |w| {
+    let mut samples = 0u64;
+    let errors = walk(data, syms, keep, |w| {
         if w.frames.is_empty() {
             return;
         }
         let s = w.sample;
         let tid = s.tid.or(s.pid).unwrap_or(0);
-        let weight = if events[w.event].tracepoint { 1 } else { s.period.unwrap_or(1) };
         let mut line = match w.comm {
             Some(c) => c.replace(' ', "_"),
             None => format!(":{tid}"),
         };
         for f in w.frames.iter().rev() {
-            for name in outer_first(f) {
+            for name in f.outer_first() {
                 line.push(';');
                 push_folded_name(&mut line, name, &f.sym.dso);
             }
         }
-        *folded.entry(line).or_default() += weight;
-        stacks += 1;
+        *folded.entry(line).or_default() += weight(w.event, s);
+        samples += 1;
     })?;
-    let status = say_walk_errors(&args.input, &errors, &syms.notes);
     let mut lines: Vec<(String, u64)> = folded.into_iter().collect();
     lines.sort();
-    if let Some(svg) = &args.flamegraph {
-        if lines.is_empty() {
-            anyhow::bail!("{}: no sample with a stack to draw", args.input);
-        }
-        let file = std::fs::File::create(svg).with_context(|| format!("cannot create {svg}"))?;
-        let mut w = std::io::BufWriter::new(file);
-        let text: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
-        let mut opts = inferno::flamegraph::Options::default();
-        opts.title = format!("tp report -i {}", args.input);
-        inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), &mut w)
-            .with_context(|| format!("cannot write the flame graph to {svg}"))?;
-        w.flush().with_context(|| format!("cannot write {svg}"))?;
-        eprintln!("tp: {svg}: flame graph of {stacks} samples ({} distinct stacks)", lines.len());
-        return Ok(status);
-    }
-    let mut out = Output::new();
-    if args.top {
-        top(&mut out.buf, &lines);
-    } else {
-        for (s, n) in &lines {
-            let _ = writeln!(out.buf, "{s} {n}");
-            if out.buf.len() > 1 << 16 {
-                out.flush()?;
-            }
-        }
-    }
-    out.flush()?;
-    Ok(status)
+    Ok(Folded { lines, samples, errors })
 }
 
-/// Print what a [`walk`] could not read and the symbolizer's notes; the status: 1 when a
-/// record could not be read.
-pub fn say_walk_errors(
-    input: &str,
-    errors: &[tp_format::perfdata::Error],
-    notes: &[String],
-) -> i32 {
-    for e in errors {
-        eprintln!("tp: {input}: {e}");
-    }
-    for n in notes {
-        eprintln!("tp: {n}");
-    }
-    i32::from(!errors.is_empty())
+/// Folded `lines` drawn as a flame graph (SVG) titled `title`.
+pub fn flamegraph(
+    lines: &[(String, u64)],
+    title: &str,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    let text: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), out)
 }
 
 /// One frame of a folded line, as stackcollapse-perf tidies it.
@@ -154,9 +112,9 @@ fn tidy(func: &str) -> String {
     func
 }
 
-/// `--top`: per (task, file, function) the weight in the function itself and in it or
-/// below, as percentages of all, hottest self first.
-fn top(o: &mut String, lines: &[(String, u64)]) {
+/// perf report's table of folded `lines`: per (task, file, function) the weight in the
+/// function itself and in it or below, as percentages of all, hottest self first.
+pub fn write_top(o: &mut String, lines: &[(String, u64)]) {
     #[derive(Default)]
     struct Hot {
         own: u64,

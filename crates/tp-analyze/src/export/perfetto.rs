@@ -27,16 +27,13 @@
 //! conversion says so.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
 
-use anyhow::Context;
 use tp_format::format::{EventFormat, Field, FieldKind, RUST_ID_BASE};
 
 use super::proto::{bytes, int, uint};
-use tp_analyze::timeline::{str_field, Ev, IntField};
-use tp_analyze::Select;
+use crate::timeline::{str_field, Coverage, Ev, Event, IntField, Timeline};
+use crate::{Error, Result, Select};
 
 /// Events per bundle before it is written.
 const BUNDLE_EVENTS: usize = 1024;
@@ -296,8 +293,8 @@ struct Bundle {
     lost: bool,
 }
 
-struct Writer {
-    out: BufWriter<File>,
+struct Writer<W: Write> {
+    out: BufWriter<W>,
     packet: Vec<u8>,
     scratch: Vec<u8>,
     event: Vec<u8>,
@@ -309,7 +306,7 @@ struct Writer {
     ftrace_clock: Option<u64>,
 }
 
-impl Writer {
+impl<W: Write> Writer<W> {
     /// Write `packet` (already holding the packet's fields) as one `Trace.packet`.
     fn emit_packet(&mut self) {
         let mut head = Vec::with_capacity(8);
@@ -366,210 +363,266 @@ fn bytes_header(out: &mut Vec<u8>, field: u32, len: usize) {
     super::proto::varint(out, len as u64);
 }
 
-pub fn run(input: &Path, output: &Path) -> anyhow::Result<i32> {
-    let tl = crate::analyze::open(input)?;
-    let be = tl.big_endian;
-    let mut convs: Vec<Option<Conv>> = vec![None; u16::MAX as usize + 1];
-    for f in tl.formats() {
-        if let Ok(id) = u16::try_from(f.id) {
-            convs[id as usize] = Some(conv_for(f, be));
+/// What a conversion wrote and what it left out.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Events written.
+    pub events: u64,
+    /// perf.data samples of events that are not tracepoints (no ftrace record to convert).
+    pub samples: u64,
+    /// Events of IDs the file has no format for.
+    pub unknown: u64,
+    /// The recording's clock when Perfetto has no name for it: its times are shown as boot
+    /// time (order and spacing as recorded).
+    pub unnamed_clock: Option<String>,
+    /// What the recording held and lost.
+    pub coverage: Coverage,
+}
+
+/// Write the whole of `tl` to `out` as a Perfetto trace. An error writing `out` is
+/// [`Error::Output`].
+pub fn write(tl: &Timeline, out: impl Write) -> Result<Written> {
+    let mut c = Converter::new(tl, out);
+    let mut written = Written::default();
+    let plan = clock_plan(&tl.clock);
+    c.header(plan);
+    if plan == ClockPlan::Unnamed {
+        written.unnamed_clock = Some(tl.clock.clone());
+    }
+    written.coverage = tl.run(&Select::default(), |ev| match ev {
+        Ev::Event(e) => match &c.convs[e.id as usize] {
+            None => written.unknown += 1,
+            Some(_) => {
+                written.events += 1;
+                c.event(&e);
+            }
+        },
+        Ev::Lost { buffer, cpu } => c.lost(buffer, cpu),
+        Ev::Sample { .. } => written.samples += 1,
+        Ev::Mmap { .. } | Ev::Exec { .. } | Ev::Fork { .. } => {}
+    })?;
+    c.finish()?;
+    Ok(written)
+}
+
+/// The conversion's state: the output and what has been said in it so far.
+struct Converter<'t, W: Write> {
+    tl: &'t Timeline,
+    w: Writer<W>,
+    /// Per event ID.
+    convs: Vec<Option<Conv>>,
+    /// A Rust program's buffer is named `COMM-PID`: its process ID is the suffix (0:
+    /// unknown).
+    buffer_pid: Vec<i32>,
+    /// Buffers that have held a Rust program's events (their lost events mark no CPU).
+    program_buffer: Vec<bool>,
+    /// Per (buffer, thread): its track's uuid.
+    tracks: HashMap<(usize, i32), u64>,
+    track_seq_started: bool,
+    /// Per CPU, indexed by CPU number.
+    bundles: Vec<Bundle>,
+}
+
+impl<'t, W: Write> Converter<'t, W> {
+    fn new(tl: &'t Timeline, out: W) -> Converter<'t, W> {
+        let be = tl.big_endian;
+        let mut convs: Vec<Option<Conv>> = vec![None; u16::MAX as usize + 1];
+        for f in tl.formats() {
+            if let Ok(id) = u16::try_from(f.id) {
+                convs[id as usize] = Some(conv_for(f, be));
+            }
+        }
+        let buffer_pid = tl
+            .buffers
+            .iter()
+            .map(|(_, name)| name.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).unwrap_or(0))
+            .collect();
+        let w = Writer {
+            out: BufWriter::with_capacity(1 << 20, out),
+            packet: Vec::new(),
+            scratch: Vec::new(),
+            event: Vec::new(),
+            field: Vec::new(),
+            text: Vec::new(),
+            error: None,
+            ftrace_clock: None,
+        };
+        Converter {
+            tl,
+            w,
+            convs,
+            buffer_pid,
+            program_buffer: vec![false; tl.buffers.len()],
+            tracks: HashMap::new(),
+            track_seq_started: false,
+            bundles: Vec::new(),
         }
     }
-    let file =
-        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
-    let mut w = Writer {
-        out: BufWriter::with_capacity(1 << 20, file),
-        packet: Vec::new(),
-        scratch: Vec::new(),
-        event: Vec::new(),
-        field: Vec::new(),
-        text: Vec::new(),
-        error: None,
-        ftrace_clock: None,
-    };
-    let plan = clock_plan(&tl.clock);
-    if plan == ClockPlan::MonoRaw {
-        w.ftrace_clock = Some(FTRACE_CLOCK_MONO_RAW);
-    }
-    let snapshot = clock_snapshot(plan);
-    if !snapshot.is_empty() {
-        bytes(&mut w.packet, PKT_CLOCK_SNAPSHOT, &snapshot);
+
+    /// The clock snapshot and the task names the file saved.
+    fn header(&mut self, plan: ClockPlan) {
+        let w = &mut self.w;
+        if plan == ClockPlan::MonoRaw {
+            w.ftrace_clock = Some(FTRACE_CLOCK_MONO_RAW);
+        }
+        let snapshot = clock_snapshot(plan);
+        if !snapshot.is_empty() {
+            bytes(&mut w.packet, PKT_CLOCK_SNAPSHOT, &snapshot);
+            int(&mut w.packet, PKT_SEQ_ID, SEQ_FTRACE);
+            w.emit_packet();
+        }
+        let cmdlines = &self.tl.cmdlines;
+        let mut names: Vec<(i32, &str)> = cmdlines.iter().collect();
+        names.sort_unstable();
+        let mut tree = Vec::new();
+        for (pid, comm) in &names {
+            let mut t = Vec::new();
+            int(&mut t, 1, *pid as i64);
+            bytes(&mut t, 2, comm.as_bytes());
+            if let Some(tgid) = cmdlines.tgid(*pid) {
+                int(&mut t, 3, tgid as i64);
+            }
+            bytes(&mut tree, 2, &t);
+        }
+        bytes(&mut w.packet, PKT_PROCESS_TREE, &tree);
         int(&mut w.packet, PKT_SEQ_ID, SEQ_FTRACE);
         w.emit_packet();
     }
-    if plan == ClockPlan::Unnamed {
-        eprintln!(
-            "tp: clock {:?} has no name in Perfetto: its times are shown as boot time (order and spacing as recorded; record with -C mono to have them placed right)",
-            tl.clock
-        );
-    }
-    // The task names the file saved.
-    let mut names: Vec<(i32, &str)> = tl.cmdlines.iter().collect();
-    names.sort_unstable();
-    let mut tree = Vec::new();
-    for (pid, comm) in &names {
-        let mut t = Vec::new();
-        int(&mut t, 1, *pid as i64);
-        bytes(&mut t, 2, comm.as_bytes());
-        if let Some(tgid) = tl.cmdlines.tgid(*pid) {
-            int(&mut t, 3, tgid as i64);
-        }
-        bytes(&mut tree, 2, &t);
-    }
-    bytes(&mut w.packet, PKT_PROCESS_TREE, &tree);
-    int(&mut w.packet, PKT_SEQ_ID, SEQ_FTRACE);
-    w.emit_packet();
 
-    // A Rust program's buffer is named `COMM-PID`: its process ID is the suffix (0: unknown).
-    let buffer_pid: Vec<i32> = tl
-        .buffers
-        .iter()
-        .map(|(_, name)| name.rsplit_once('-').and_then(|(_, p)| p.parse().ok()).unwrap_or(0))
-        .collect();
-    // Buffers that have held a Rust program's events (their lost events mark no CPU).
-    let mut program_buffer = vec![false; tl.buffers.len()];
-    let mut tracks: HashMap<(usize, i32), u64> = HashMap::new();
-    let mut track_seq_started = false;
-    // Per CPU, indexed by CPU number.
-    let mut bundles: Vec<Bundle> = Vec::new();
-    let select = Select::default();
-    let mut events = 0u64;
-    let mut unknown = 0u64;
-    // perf.data samples of events that are not tracepoints (no ftrace record to convert).
-    let mut samples = 0u64;
-    let cov = tl.run(&select, |ev| match ev {
-        Ev::Event(e) => {
-            let Some(conv) = &convs[e.id as usize] else {
-                unknown += 1;
-                return;
-            };
-            events += 1;
-            if e.id >= RUST_ID_BASE {
-                program_buffer[e.buffer] = true;
-                let process = buffer_pid[e.buffer];
-                // A Rust tracepoint: an instant on its thread's track.
-                let n = tracks.len() as u64;
-                let uuid = *tracks.entry((e.buffer, e.pid)).or_insert_with(|| {
-                    let uuid = 0x7470_0000_0000_0000 | n;
-                    let mut th = Vec::new();
-                    int(&mut th, 1, if process != 0 { process } else { e.pid } as i64);
-                    int(&mut th, 2, e.pid as i64);
-                    bytes(&mut th, 5, e.comm().as_bytes());
-                    let mut td = Vec::new();
-                    uint(&mut td, 1, uuid);
-                    bytes(&mut td, 4, &th);
-                    bytes(&mut w.packet, PKT_TRACK_DESCRIPTOR, &td);
-                    int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
-                    if !track_seq_started {
-                        int(&mut w.packet, PKT_SEQ_FLAGS, SEQ_CLEARED);
-                        track_seq_started = true;
-                    }
-                    w.emit_packet();
-                    uuid
-                });
-                let format = tl.format_of(e.id);
-                w.event.clear();
-                int(&mut w.event, 9, 3); // TYPE_INSTANT
-                uint(&mut w.event, 11, uuid);
-                if let Some(f) = format {
-                    bytes(&mut w.event, 22, f.system.as_bytes());
-                    bytes(&mut w.event, 23, f.name.as_bytes());
-                }
-                if let Conv::Generic(_, fields) = conv {
-                    for (name, _, a) in fields {
-                        w.scratch.clear();
-                        bytes(&mut w.scratch, 10, name.as_bytes());
-                        value(&mut w.scratch, 4, 6, a, e.data, be, &mut w.text);
-                        bytes(&mut w.event, 4, &w.scratch);
-                    }
-                }
-                uint(&mut w.packet, PKT_TIMESTAMP, e.ts);
-                bytes(&mut w.packet, PKT_TRACK_EVENT, &w.event);
-                int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
-                w.emit_packet();
-                return;
-            }
-            // A kernel event: FtraceEvent{timestamp, pid, common_flags, oneof event}.
-            w.scratch.clear();
-            let field = match conv {
-                Conv::Typed(no, fields) => {
-                    for (pno, a) in fields {
-                        value(&mut w.scratch, *pno, *pno, a, e.data, be, &mut w.text);
-                    }
-                    *no
-                }
-                Conv::Generic(name, fields) => {
-                    bytes(&mut w.scratch, 1, name.as_bytes());
-                    for (_, name, a) in fields {
-                        w.field.clear();
-                        w.field.extend_from_slice(name);
-                        value(&mut w.field, 4, 3, a, e.data, be, &mut w.text);
-                        bytes(&mut w.scratch, 2, &w.field);
-                    }
-                    327
-                }
-            };
-            w.event.clear();
-            uint(&mut w.event, 1, e.ts);
-            int(&mut w.event, 2, e.pid as i64);
-            uint(&mut w.event, 5, e.data[2] as u64);
-            // The oneof field's header; its body (scratch) is copied once, into the bundle.
-            bytes_header(&mut w.event, field, w.scratch.len());
-            let cpu = e.cpu as usize;
-            if bundles.len() <= cpu {
-                bundles.resize_with(cpu + 1, Bundle::default);
-            }
-            let b = &mut bundles[cpu];
-            bytes_header(&mut b.events, 2, w.event.len() + w.scratch.len());
-            b.events.extend_from_slice(&w.event);
-            b.events.extend_from_slice(&w.scratch);
-
-            b.count += 1;
-            if b.count >= BUNDLE_EVENTS {
-                w.flush_bundle(e.cpu, b);
-            }
-        }
-        Ev::Lost { buffer, cpu } => {
-            if !program_buffer[buffer] {
-                let i = cpu as usize;
-                if bundles.len() <= i {
-                    bundles.resize_with(i + 1, Bundle::default);
-                }
-                w.flush_bundle(cpu, &mut bundles[i]);
-                bundles[i].lost = true;
-            }
-        }
-        Ev::Sample { .. } => samples += 1,
-        Ev::Mmap { .. } | Ev::Exec { .. } | Ev::Fork { .. } => {}
-    })?;
-    for (cpu, b) in bundles.iter_mut().enumerate() {
-        w.flush_bundle(cpu as u32, b);
-    }
-    if let Some(e) = w.error.take() {
-        return Err(e).with_context(|| format!("writing {}", output.display()));
-    }
-    w.out.flush().with_context(|| format!("writing {}", output.display()))?;
-    let (lost, gaps) = cov.lost_total();
-    eprintln!(
-        "tp: {} events written to {} (open it at ui.perfetto.dev){}",
-        events,
-        output.display(),
-        if lost > 0 || gaps > 0 {
-            format!("; {lost} events were lost in the recording ({gaps} gaps of unknown size), marked on their CPUs' bundles")
+    /// An event with a format.
+    fn event(&mut self, e: &Event<'_>) {
+        if e.id >= RUST_ID_BASE {
+            self.rust_event(e);
         } else {
-            String::new()
+            self.kernel_event(e);
         }
-    );
-    if samples > 0 {
-        eprintln!("tp: {samples} samples of events that are not tracepoints were left out");
     }
-    if unknown > 0 {
-        eprintln!("tp: {unknown} events of IDs the file has no format for were left out");
+
+    /// A Rust tracepoint: an instant on its thread's track, its fields as debug
+    /// annotations.
+    fn rust_event(&mut self, e: &Event<'_>) {
+        let be = self.tl.big_endian;
+        self.program_buffer[e.buffer] = true;
+        let uuid = self.track(e);
+        let w = &mut self.w;
+        w.event.clear();
+        int(&mut w.event, 9, 3); // TYPE_INSTANT
+        uint(&mut w.event, 11, uuid);
+        if let Some(f) = self.tl.format_of(e.id) {
+            bytes(&mut w.event, 22, f.system.as_bytes());
+            bytes(&mut w.event, 23, f.name.as_bytes());
+        }
+        if let Some(Conv::Generic(_, fields)) = &self.convs[e.id as usize] {
+            for (name, _, a) in fields {
+                w.scratch.clear();
+                bytes(&mut w.scratch, 10, name.as_bytes());
+                value(&mut w.scratch, 4, 6, a, e.data, be, &mut w.text);
+                bytes(&mut w.event, 4, &w.scratch);
+            }
+        }
+        uint(&mut w.packet, PKT_TIMESTAMP, e.ts);
+        bytes(&mut w.packet, PKT_TRACK_EVENT, &w.event);
+        int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
+        w.emit_packet();
     }
-    for e in &cov.errors {
-        eprintln!("tp: {e}");
+
+    /// The uuid of the track of `e`'s thread, described the first time.
+    fn track(&mut self, e: &Event<'_>) -> u64 {
+        let n = self.tracks.len() as u64;
+        if let Some(&uuid) = self.tracks.get(&(e.buffer, e.pid)) {
+            return uuid;
+        }
+        let uuid = 0x7470_0000_0000_0000 | n;
+        let process = self.buffer_pid[e.buffer];
+        let w = &mut self.w;
+        let mut th = Vec::new();
+        int(&mut th, 1, if process != 0 { process } else { e.pid } as i64);
+        int(&mut th, 2, e.pid as i64);
+        bytes(&mut th, 5, e.comm().as_bytes());
+        let mut td = Vec::new();
+        uint(&mut td, 1, uuid);
+        bytes(&mut td, 4, &th);
+        bytes(&mut w.packet, PKT_TRACK_DESCRIPTOR, &td);
+        int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
+        if !self.track_seq_started {
+            int(&mut w.packet, PKT_SEQ_FLAGS, SEQ_CLEARED);
+            self.track_seq_started = true;
+        }
+        w.emit_packet();
+        self.tracks.insert((e.buffer, e.pid), uuid);
+        uuid
     }
-    Ok(if cov.errors.is_empty() { 0 } else { 1 })
+
+    /// A kernel event: FtraceEvent{timestamp, pid, common_flags, oneof event}, into its
+    /// CPU's bundle.
+    fn kernel_event(&mut self, e: &Event<'_>) {
+        let be = self.tl.big_endian;
+        let Some(conv) = &self.convs[e.id as usize] else { return };
+        let w = &mut self.w;
+        w.scratch.clear();
+        let field = match conv {
+            Conv::Typed(no, fields) => {
+                for (pno, a) in fields {
+                    value(&mut w.scratch, *pno, *pno, a, e.data, be, &mut w.text);
+                }
+                *no
+            }
+            Conv::Generic(name, fields) => {
+                bytes(&mut w.scratch, 1, name.as_bytes());
+                for (_, name, a) in fields {
+                    w.field.clear();
+                    w.field.extend_from_slice(name);
+                    value(&mut w.field, 4, 3, a, e.data, be, &mut w.text);
+                    bytes(&mut w.scratch, 2, &w.field);
+                }
+                327
+            }
+        };
+        w.event.clear();
+        uint(&mut w.event, 1, e.ts);
+        int(&mut w.event, 2, e.pid as i64);
+        uint(&mut w.event, 5, e.data[2] as u64);
+        // The oneof field's header; its body (scratch) is copied once, into the bundle.
+        bytes_header(&mut w.event, field, w.scratch.len());
+        let b = bundle(&mut self.bundles, e.cpu);
+        bytes_header(&mut b.events, 2, w.event.len() + w.scratch.len());
+        b.events.extend_from_slice(&w.event);
+        b.events.extend_from_slice(&w.scratch);
+        b.count += 1;
+        if b.count >= BUNDLE_EVENTS {
+            w.flush_bundle(e.cpu, b);
+        }
+    }
+
+    /// Events lost on `cpu` of `buffer`: marked on the CPU's next bundle (a Rust program's
+    /// buffer has no CPUs to mark).
+    fn lost(&mut self, buffer: usize, cpu: u32) {
+        if !self.program_buffer[buffer] {
+            let b = bundle(&mut self.bundles, cpu);
+            self.w.flush_bundle(cpu, b);
+            b.lost = true;
+        }
+    }
+
+    /// The bundles still filling, then the output flushed.
+    fn finish(mut self) -> Result<()> {
+        for (cpu, b) in self.bundles.iter_mut().enumerate() {
+            self.w.flush_bundle(cpu as u32, b);
+        }
+        if let Some(e) = self.w.error.take() {
+            return Err(Error::Output(e));
+        }
+        self.w.out.flush().map_err(Error::Output)
+    }
+}
+
+/// CPU `cpu`'s bundle.
+fn bundle(bundles: &mut Vec<Bundle>, cpu: u32) -> &mut Bundle {
+    let i = cpu as usize;
+    if bundles.len() <= i {
+        bundles.resize_with(i + 1, Bundle::default);
+    }
+    &mut bundles[i]
 }
 
 #[cfg(test)]
