@@ -48,7 +48,7 @@ enum Command {
     Faults(analyze::faults::Args),
     /// Define, list and remove dynamic probes on a binary's functions (uprobes).
     Probe(probe::Args),
-    /// Convert a trace.dat to another format (Perfetto).
+    /// Convert a recording to another tool's format (Perfetto, Firefox Profiler).
     Convert(convert::Args),
 }
 
