@@ -15,6 +15,8 @@ mod record;
 mod report;
 mod stat;
 mod stream;
+mod symbols;
+mod trace;
 
 #[derive(Parser)]
 #[command(name = "tp", version)]
@@ -50,6 +52,8 @@ enum Command {
     Probe(probe::Args),
     /// Convert a recording to another tool's format (Perfetto, Firefox Profiler).
     Convert(convert::Args),
+    /// bpftrace's language compiled to BPF: aggregate in the kernel, print as bpftrace.
+    Trace(trace::Args),
 }
 
 fn main() {
@@ -71,6 +75,7 @@ fn main() {
         Command::Faults(a) => analyze::faults::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Probe(a) => probe::run(a),
+        Command::Trace(a) => trace::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -2,7 +2,7 @@
 //! so a multiplexed count can be scaled; groups; a [`CounterSet`] for counting many events
 //! over many tasks or CPUs at once (what `tp stat` does).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 
@@ -305,6 +305,12 @@ impl Counter {
         sys::set_output(&self.fd, &target.fd, &self.name)
     }
 
+    /// Run the BPF program `prog` on each of this event's hits (PERF_EVENT_IOC_SET_BPF); the
+    /// program stays attached until this counter's fd is closed.
+    pub fn set_bpf(&self, prog: BorrowedFd<'_>) -> Result<()> {
+        sys::set_bpf(&self.fd, prog.as_raw_fd(), &self.name)
+    }
+
     /// The current count (not for a leader opened with `read_group`).
     pub fn read(&self) -> Result<Reading> {
         let mut w = [0u64; 3];
@@ -332,6 +338,12 @@ impl Counter {
 
     pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+}
+
+impl AsFd for Counter {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

@@ -106,6 +106,18 @@ pub(crate) fn set_output(fd: &OwnedFd, target: &OwnedFd, event: &str) -> Result<
     Ok(())
 }
 
+/// PERF_EVENT_IOC_SET_BPF: run a BPF program (by fd) on every hit of this tracepoint,
+/// kprobe/uprobe or sampling event.
+pub(crate) fn set_bpf(fd: &OwnedFd, prog: RawFd, event: &str) -> Result<()> {
+    // SAFETY: `fd` is an open perf fd; the ioctl takes the program's fd as an integer.
+    let rc = unsafe { pes::ioctls::SET_BPF(fd.as_raw_fd(), prog as u32) };
+    if rc < 0 {
+        let source = io::Error::last_os_error();
+        return Err(Error::Sys { call: "ioctl(PERF_EVENT_IOC_SET_BPF)", event: event.to_string(), source });
+    }
+    Ok(())
+}
+
 /// The kernel's id of a perf event (PERF_EVENT_IOC_ID), as samples carry it.
 pub(crate) fn event_id(fd: &OwnedFd, event: &str) -> Result<u64> {
     let mut id = 0u64;
