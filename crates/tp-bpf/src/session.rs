@@ -442,6 +442,11 @@ impl<'s> Session<'s> {
     }
 }
 
+/// Every BPF program loaded on the machine now, by id (to check that none of tp's outlives it).
+pub fn loaded_program_ids() -> Result<Vec<u32>> {
+    sys::prog_ids()
+}
+
 fn sampling(period: u64) -> Sampling {
     Sampling {
         sample_type: PERF_SAMPLE_RAW,

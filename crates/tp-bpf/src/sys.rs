@@ -16,6 +16,7 @@ const MAP_GET_NEXT_KEY: u32 = 4;
 const PROG_LOAD: u32 = 5;
 const PROG_TEST_RUN: u32 = 10;
 const RAW_TRACEPOINT_OPEN: u32 = 17;
+const PROG_GET_NEXT_ID: u32 = 11;
 
 /// `union bpf_attr` is at most this big in the kernels tp knows; zeroed past what a command
 /// uses, as the kernel requires.
@@ -214,4 +215,22 @@ pub fn possible_cpus() -> Result<usize> {
         let _ = lo;
     }
     Ok(n)
+}
+
+/// Every BPF program loaded on the machine, by id (BPF_PROG_GET_NEXT_ID).
+pub fn prog_ids() -> Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    let mut at = 0u32;
+    loop {
+        let mut a = Attr::new();
+        a.u32_at(0, at);
+        match bpf(PROG_GET_NEXT_ID, &mut a, "BPF_PROG_GET_NEXT_ID") {
+            Ok(_) => {
+                at = a.get_u32(4);
+                ids.push(at);
+            }
+            Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => return Ok(ids),
+            Err(e) => return Err(e),
+        }
+    }
 }

@@ -1,0 +1,215 @@
+//! `tp trace` against bpftrace 0.17 (the oracle, Debian's `bpftrace`, installed by CI): both
+//! run the same program at the same time on the same workload (tests/trace/workload.c, built
+//! here with gcc and named `tpwork`), and their outputs must be the same. Needs root.
+
+mod common;
+use common::{run, Tmp, TP};
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The workload, built once per test binary (removed with the binary's temp directory when
+/// the process ends is not possible from a static, so it lives in the target directory).
+fn workload() -> PathBuf {
+    static W: OnceLock<PathBuf> = OnceLock::new();
+    W.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-workload");
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("tpwork");
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/trace/workload.c");
+        run(Command::new("gcc").args(["-O1", "-fno-omit-frame-pointer", "-o"]).arg(&exe).arg(&src));
+        exe
+    })
+    .clone()
+}
+
+fn work(args: &[&str]) {
+    run(Command::new(workload()).args(args));
+}
+
+/// A tracer running with its stdout collected.
+struct Tracer {
+    child: Child,
+    out: Arc<Mutex<String>>,
+    reader: Option<JoinHandle<()>>,
+    err: Arc<Mutex<String>>,
+}
+
+fn start(argv: &[&str]) -> Tracer {
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{argv:?}: {e} (bpftrace is Debian's `bpftrace`, in .ci/run)"));
+    let out = Arc::new(Mutex::new(String::new()));
+    let err = Arc::new(Mutex::new(String::new()));
+    let (o, mut stdout) = (out.clone(), BufReader::new(child.stdout.take().unwrap()));
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+            o.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+    let (e, mut stderr) = (err.clone(), child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        e.lock().unwrap().push_str(&s);
+    });
+    let t = Tracer { child, out, reader: Some(reader), err };
+    // bpftrace compiles with LLVM: seconds on a busy machine.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let text = t.out.lock().unwrap().clone();
+        if text.contains("Attaching ") || text.contains("attached_probes") {
+            return t;
+        }
+        if let Ok(Some(st)) = t.child.try_wait_ref() {
+            panic!("{argv:?} ended ({st}) before attaching: {text}\n{}", t.err.lock().unwrap());
+        }
+        assert!(Instant::now() < deadline, "{argv:?} did not attach in time");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+trait TryWaitRef {
+    fn try_wait_ref(&self) -> std::io::Result<Option<std::process::ExitStatus>>;
+}
+
+impl TryWaitRef for Child {
+    fn try_wait_ref(&self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        // /proc/PID/stat's state: a zombie has ended (not reaped: the owner waits later).
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.id())).unwrap_or_default();
+        let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next().unwrap_or('?'));
+        Ok(if state == Some('Z') || stat.is_empty() { Some(std::process::ExitStatus::default()) } else { None })
+    }
+}
+
+impl Tracer {
+    /// Wait for the tracer to end by itself (exit()); its stdout.
+    fn wait(mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the tracer did not end by itself");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.reader.take().unwrap().join().unwrap();
+        let out = self.out.lock().unwrap().clone();
+        out
+    }
+
+    /// Ctrl-C (SIGINT), then its stdout.
+    fn stop(self) -> String {
+        self.signal(libc::SIGINT)
+    }
+
+    fn signal(self, sig: i32) -> String {
+        // SAFETY: kill() on a child of ours that has not been reaped.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        self.wait()
+    }
+}
+
+/// bpftrace and tp on the same program, attached at the same time; `load` runs the workload.
+fn both(program: &str, extra: &[&str], load: impl FnOnce()) -> (String, String) {
+    let mut bt_argv = vec!["bpftrace"];
+    let mut tp_argv = vec![TP, "trace"];
+    bt_argv.extend(extra);
+    tp_argv.extend(extra.iter().map(|a| if *a == "-f" { "-f" } else { a }));
+    bt_argv.extend(["-e", program]);
+    tp_argv.extend(["-e", program]);
+    let bt = start(&bt_argv);
+    let tp = start(&tp_argv);
+    load();
+    (bt.stop(), tp.stop())
+}
+
+#[test]
+fn count_by_comm_of_200000_getppid() {
+    let prog = r#"tracepoint:syscalls:sys_enter_getppid /comm == "tpwork"/ { @[comm] = count(); }"#;
+    let (bt, tp) = both(prog, &[], || work(&["getppid", "200000"]));
+    assert!(bt.contains("@[tpwork]: 200000\n"), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+    // The raw tracepoint door: no field read.
+    let prog = r#"tracepoint:raw_syscalls:sys_enter /comm == "tpwork"/ { @[comm, pid == 0] = count(); }"#;
+    let (bt, tp) = both(prog, &[], || work(&["getppid", "200000"]));
+    assert_eq!(tp, bt);
+}
+
+#[test]
+fn hist_and_lhist_of_known_sizes() {
+    let prog = r#"tracepoint:syscalls:sys_enter_write /comm == "tpwork"/ { @h = hist(args->count); @l = lhist(args->count, 0, 5000, 500); @s = stats(args->count); @a[comm] = avg(args->count); @mx = max(args->count); @mn = min(args->count); @sum = sum(args->count); }"#;
+    let (bt, tp) = both(prog, &[], || work(&["sizes"]));
+    assert!(bt.contains("@s: count 300, average"), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+    let (bt, tp) = both(prog, &["-f", "json"], || work(&["sizes"]));
+    assert!(bt.contains("{\"type\": \"hist\", \"data\": {\"@h\": ["), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+}
+
+#[test]
+fn probe_names_over_sched_wildcards() {
+    let prog = r#"tracepoint:sched:sched_* /comm == "tpwork"/ { @[probe] = count(); }"#;
+    let (bt, tp) = both(prog, &[], || {
+        work(&["getppid", "1000"]);
+        work(&["getppid", "1000"]);
+    });
+    assert!(bt.contains("@[tracepoint:sched:sched_process_exec]: 2\n"), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+}
+
+#[test]
+fn printf_with_str_of_a_data_loc_field() {
+    let prog = r#"tracepoint:sched:sched_process_exec /comm == "tpwork"/ { printf("%s exec %s %d|%-8s|%5d\n", comm, str(args->filename), args->pid == pid, "x", 42); }"#;
+    let (bt, tp) = both(prog, &[], || {
+        work(&["getppid", "1"]);
+        work(&["getppid", "1"]);
+    });
+    let line = format!("tpwork exec {} 1|x       |   42\n", workload().display());
+    assert_eq!(bt.matches(&line).count(), 2, "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+}
+
+#[test]
+fn interval_with_exit() {
+    let prog = "interval:ms:100 { @n = count(); exit(); } END { @e = 1; }";
+    let bt = start(&["bpftrace", "-e", prog]).wait();
+    let tp = start(&[TP, "trace", "-e", prog]).wait();
+    assert!(bt.ends_with("@e: 1\n@n: 1\n"), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+}
+
+/// The programs tp loaded, from its fdinfo (`prog_id:` of each BPF program fd).
+fn prog_ids(pid: u32) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for l in text.lines() {
+            if let Some(id) = l.strip_prefix("prog_id:") {
+                ids.push(id.trim().parse().unwrap());
+            }
+        }
+    }
+    ids
+}
+
+#[test]
+fn nothing_left_attached_after_int_term_kill() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        let t = start(&[TP, "trace", "-e", "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); } profile:hz:99 { @p = count(); }"]);
+        let ids = prog_ids(t.child.id());
+        assert_eq!(ids.len(), 2, "two programs loaded");
+        t.signal(sig);
+        let loaded = tp_bpf::session::loaded_program_ids().unwrap();
+        for id in ids {
+            assert!(!loaded.contains(&id), "program {id} still loaded after signal {sig}");
+        }
+    }
+}
