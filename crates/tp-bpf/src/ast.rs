@@ -72,7 +72,10 @@ pub enum ExprKind {
     /// `$name`
     Var(String),
     /// `@name[keys]` (`@` alone has an empty name).
-    Map { name: String, keys: Vec<Expr> },
+    Map {
+        name: String,
+        keys: Vec<Expr>,
+    },
     /// `expr.field` / `expr->field` (the arrow and the dot are the same here).
     Field(Box<Expr>, String),
     /// `expr[index]`
@@ -98,8 +101,16 @@ pub enum StmtKind {
     Expr(Expr),
     /// `target = value` / `target op= value` (`op` is the compound operator); target is a
     /// map or a scratch variable.
-    Assign { target: Expr, op: Option<BinOp>, value: Expr },
-    If { cond: Expr, then: Vec<Stmt>, els: Vec<Stmt> },
+    Assign {
+        target: Expr,
+        op: Option<BinOp>,
+        value: Expr,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        els: Vec<Stmt>,
+    },
     /// `unroll(N) { ... }`
     Unroll(u32, Vec<Stmt>),
 }

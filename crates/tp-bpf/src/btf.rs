@@ -69,7 +69,12 @@ impl Btf {
         if id == 0 || at < self.types {
             return None;
         }
-        Some((u32_at(&self.data, at)?, u32_at(&self.data, at + 4)?, u32_at(&self.data, at + 8)?, at))
+        Some((
+            u32_at(&self.data, at)?,
+            u32_at(&self.data, at + 4)?,
+            u32_at(&self.data, at + 8)?,
+            at,
+        ))
     }
 
     /// Follow typedefs and qualifiers; return (kind, record).
@@ -78,7 +83,9 @@ impl Btf {
             let r = self.rec(id)?;
             let kind = (r.1 >> 24) & 0x1f;
             match kind {
-                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => id = r.2,
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    id = r.2
+                }
                 _ => return Some((kind, r)),
             }
         }
@@ -89,7 +96,9 @@ impl Btf {
     pub fn raw_tracepoint_args(&self, name: &str) -> Option<Vec<RawArg>> {
         let want = format!("btf_trace_{name}");
         let id = (1..self.offsets.len() as u32).find(|&id| {
-            self.rec(id).is_some_and(|r| (r.1 >> 24) & 0x1f == KIND_TYPEDEF && self.name(r.0) == want.as_bytes())
+            self.rec(id).is_some_and(|r| {
+                (r.1 >> 24) & 0x1f == KIND_TYPEDEF && self.name(r.0) == want.as_bytes()
+            })
         })?;
         let (kind, ptr) = self.resolve(id)?;
         if kind != KIND_PTR {
@@ -109,7 +118,9 @@ impl Btf {
                     let enc = u32_at(&self.data, at + 12)?;
                     Some((size as usize, (enc >> 24) & 1 == 1))
                 }
-                Some((KIND_ENUM | KIND_ENUM64, (_, info, size, _))) => Some((size as usize, info >> 31 == 1)),
+                Some((KIND_ENUM | KIND_ENUM64, (_, info, size, _))) => {
+                    Some((size as usize, info >> 31 == 1))
+                }
                 _ => None,
             };
             out.push(RawArg { name: pname, int });

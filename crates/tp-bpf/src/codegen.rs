@@ -8,8 +8,8 @@ use crate::ast::*;
 use crate::error::{Error, Result};
 use crate::insn::{self, helper, Insn, B, DW, FP, H, R0, R1, R2, R3, R4, R5, R6, W};
 use crate::probes::{Attach, Kind};
-use crate::typing::{FieldAccess, MapTypes, Typer};
 use crate::types::*;
+use crate::typing::{FieldAccess, MapTypes, Typer};
 
 /// What a program sends to user space through the perf ring: the record's first u64 is
 /// `tag << 32 | index`.
@@ -153,7 +153,9 @@ impl Globals {
     }
 
     fn user_map(&self, name: &str, pos: Pos) -> Result<&UserMap> {
-        self.user.get(name).ok_or_else(|| Error::semantic(pos, format!("`@{name}` is never assigned")))
+        self.user
+            .get(name)
+            .ok_or_else(|| Error::semantic(pos, format!("`@{name}` is never assigned")))
     }
 }
 
@@ -204,7 +206,14 @@ pub fn compile(prog: &Program, attaches: &[Vec<Attach>], opts: &Options) -> Resu
             let mut gen = Gen::new(&mut g, attach, raw, probe_id as u64);
             gen.probe(probe, opts)?;
             let (insns, lines, relocs) = gen.finish()?;
-            programs.push(ProgCode { attach: attach.clone(), raw, insns, lines, relocs, probe: pi });
+            programs.push(ProgCode {
+                attach: attach.clone(),
+                raw,
+                insns,
+                lines,
+                relocs,
+                probe: pi,
+            });
         }
     }
     Ok(Compiled {
@@ -316,6 +325,9 @@ struct Gen<'g> {
 
 type Label = usize;
 
+/// Instructions, their program lines, their relocations.
+type Code = (Vec<Insn>, Vec<u32>, Vec<(usize, Reloc)>);
+
 impl<'g> Gen<'g> {
     fn new(g: &'g mut Globals, attach: &'g Attach, raw: bool, probe_id: u64) -> Gen<'g> {
         Gen {
@@ -335,7 +347,7 @@ impl<'g> Gen<'g> {
         }
     }
 
-    fn finish(mut self) -> Result<(Vec<Insn>, Vec<u32>, Vec<(usize, Reloc)>)> {
+    fn finish(mut self) -> Result<Code> {
         for &(at, label) in &self.fixups {
             let target = self.labels[label].expect("every label is bound");
             let off = target as i64 - at as i64 - 1;
@@ -526,7 +538,10 @@ impl<'g> Gen<'g> {
                     return Err(Error::semantic(e.pos, format!("{f}() takes a map: {f}(@name)")));
                 };
                 if !keys.is_empty() {
-                    return Err(Error::semantic(*pos, format!("{f}() takes the whole map, without a key")));
+                    return Err(Error::semantic(
+                        *pos,
+                        format!("{f}() takes the whole map, without a key"),
+                    ));
                 }
                 let m = self.g.user_map(name, *pos)?;
                 let i = self.g.user.maps.iter().position(|x| x.name == m.name).unwrap_or(0) as u32;
@@ -539,11 +554,17 @@ impl<'g> Gen<'g> {
             }
             "delete" => {
                 let Some(Expr { kind: ExprKind::Map { name, keys }, pos }) = args.first() else {
-                    return Err(Error::semantic(e.pos, "delete() takes a map element: delete(@name[key])"));
+                    return Err(Error::semantic(
+                        e.pos,
+                        "delete() takes a map element: delete(@name[key])",
+                    ));
                 };
                 let m = self.g.user_map(name, *pos)?.clone();
                 if m.key.is_empty() || matches!(m.value, MapValue::Agg(a) if a.is_hist()) {
-                    return Err(Error::semantic(*pos, "delete() needs a keyed map that is not a histogram; use clear()"));
+                    return Err(Error::semantic(
+                        *pos,
+                        "delete() needs a keyed map that is not a histogram; use clear()",
+                    ));
                 }
                 let key = self.key(&m, keys, *pos)?;
                 self.ld_map(R1, m.map as u32);
@@ -553,7 +574,10 @@ impl<'g> Gen<'g> {
             }
             _ => {
                 self.ty(e)?;
-                Err(Error::semantic(e.pos, format!("{f}() is used as a value here, not a statement")))
+                Err(Error::semantic(
+                    e.pos,
+                    format!("{f}() is used as a value here, not a statement"),
+                ))
             }
         }
     }
@@ -611,9 +635,11 @@ impl<'g> Gen<'g> {
     fn assign(&mut self, target: &Expr, op: Option<BinOp>, value: &Expr, pos: Pos) -> Result<()> {
         match &target.kind {
             ExprKind::Var(name) => {
-                let (ty, slot) = self.vars.get(name).cloned().ok_or_else(|| {
-                    Error::semantic(pos, format!("`${name}` has no slot"))
-                })?;
+                let (ty, slot) = self
+                    .vars
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| Error::semantic(pos, format!("`${name}` has no slot")))?;
                 match op {
                     None => self.value_into(value, &ty, slot),
                     Some(op) => {
@@ -678,9 +704,19 @@ impl<'g> Gen<'g> {
 
     /// Update an aggregation: look the element up, change it in place (this CPU's copy), or
     /// insert it.
-    fn aggregate(&mut self, m: &UserMap, agg: Agg, keys: &[Expr], value: &Expr, pos: Pos) -> Result<()> {
+    fn aggregate(
+        &mut self,
+        m: &UserMap,
+        agg: Agg,
+        keys: &[Expr],
+        value: &Expr,
+        pos: Pos,
+    ) -> Result<()> {
         let ExprKind::Call(_, args) = &value.kind else {
-            return Err(Error::semantic(pos, "an aggregation map takes count(), sum(), hist(), ..."));
+            return Err(Error::semantic(
+                pos,
+                "an aggregation map takes count(), sum(), hist(), ...",
+            ));
         };
         // The argument first: it may call helpers, which the key's registers would not survive.
         let x = match args.first() {
@@ -712,7 +748,10 @@ impl<'g> Gen<'g> {
                 at += t.size() as i16;
             }
             if keys.len() != m.key.len() {
-                return Err(Error::semantic(pos, format!("@{} takes {} key(s)", m.name, m.key.len())));
+                return Err(Error::semantic(
+                    pos,
+                    format!("@{} takes {} key(s)", m.name, m.key.len()),
+                ));
             }
             self.emit(insn::ldx(DW, R1, FP, x.expect("hist has an argument")));
             self.emit(insn::stx(DW, FP, R1, at));
@@ -928,7 +967,8 @@ impl<'g> Gen<'g> {
                 self.value_into(b, t, off)?;
                 self.bind(end);
             }
-            ExprKind::Field(base, idx) if !matches!(&base.kind, ExprKind::Builtin(b) if b == "args") => {
+            ExprKind::Field(base, idx) if !matches!(&base.kind, ExprKind::Builtin(b) if b == "args") =>
+            {
                 // A tuple's field: build the tuple, copy the part.
                 let bt = self.ty(base)?;
                 let Ty::Tuple(items) = &bt else {
@@ -942,7 +982,10 @@ impl<'g> Gen<'g> {
                 self.copy(R1, FP, tmp + at as i16, off, items[i].size().min(size));
             }
             _ => {
-                return Err(Error::semantic(e.pos, format!("a {} cannot be made from this expression", t.name())))
+                return Err(Error::semantic(
+                    e.pos,
+                    format!("a {} cannot be made from this expression", t.name()),
+                ))
             }
         }
         Ok(())
@@ -1107,7 +1150,13 @@ impl<'g> Gen<'g> {
             let mut i = 0;
             while i < bytes.len() {
                 let rest = bytes.len() - i;
-                let (sz, n) = if rest >= 4 { (W, 4) } else if rest >= 2 { (H, 2) } else { (B, 1) };
+                let (sz, n) = if rest >= 4 {
+                    (W, 4)
+                } else if rest >= 2 {
+                    (H, 2)
+                } else {
+                    (B, 1)
+                };
                 let mut v = [0u8; 4];
                 v[..n].copy_from_slice(&bytes[i..i + n]);
                 self.emit(insn::ldx(sz, R1, FP, pa + i as i16));
@@ -1149,7 +1198,10 @@ impl<'g> Gen<'g> {
             ExprKind::Var(v) => {
                 let (t, slot) = self.vars[v].clone();
                 if !t.is_int() {
-                    return Err(Error::semantic(e.pos, format!("`${v}` is a {}, not an integer", t.name())));
+                    return Err(Error::semantic(
+                        e.pos,
+                        format!("`${v}` is a {}, not an integer", t.name()),
+                    ));
                 }
                 self.emit(insn::ldx(DW, R0, FP, slot));
             }
@@ -1185,7 +1237,9 @@ impl<'g> Gen<'g> {
                 }
             },
             ExprKind::Index(base, idx) => {
-                let ExprKind::Field(_, name) = &base.kind else { unreachable!("typing checked it") };
+                let ExprKind::Field(_, name) = &base.kind else {
+                    unreachable!("typing checked it")
+                };
                 let ExprKind::Int(i) = idx.kind else {
                     return Err(Error::semantic(idx.pos, "an array index must be a number"));
                 };
@@ -1248,7 +1302,12 @@ impl<'g> Gen<'g> {
                     };
                     return Err(Error::semantic(e.pos, "kaddr() is resolved before compiling"));
                 }
-                _ => return Err(Error::semantic(e.pos, format!("{f}() is a {}, not an integer", ty.name()))),
+                _ => {
+                    return Err(Error::semantic(
+                        e.pos,
+                        format!("{f}() is a {}, not an integer", ty.name()),
+                    ))
+                }
             },
             ExprKind::Str(_) | ExprKind::Tuple(_) => {
                 return Err(Error::semantic(e.pos, format!("a {} is not an integer", ty.name())))
@@ -1320,7 +1379,10 @@ impl<'g> Gen<'g> {
                 (offset + elem * i as usize, elem.min(8), signed)
             }
             (FieldAccess::DataLocStr { .. } | FieldAccess::Chars { .. }, _) => {
-                return Err(Error::semantic(pos, format!("`{name}` is a string; use it as one (str(), printf's %s)")))
+                return Err(Error::semantic(
+                    pos,
+                    format!("`{name}` is a string; use it as one (str(), printf's %s)"),
+                ))
             }
             _ => return Err(Error::semantic(pos, format!("`{name}` is not read that way"))),
         };
@@ -1378,27 +1440,45 @@ impl<'g> Gen<'g> {
             "cpu" => self.emit(insn::call(helper::GET_SMP_PROCESSOR_ID)),
             "cgroup" => self.emit(insn::call(helper::GET_CURRENT_CGROUP_ID)),
             "curtask" => self.emit(insn::call(helper::GET_CURRENT_TASK)),
-            "retval" => return Err(Error::semantic(pos, format!("`retval` needs a uretprobe, not {}", self.attach.name))),
+            "retval" => {
+                return Err(Error::semantic(
+                    pos,
+                    format!("`retval` needs a uretprobe, not {}", self.attach.name),
+                ))
+            }
             "func" => match self.attach.kind {
                 // The interrupted instruction: pt_regs->ip of the perf event's context.
                 Kind::Profile { .. } => self.emit(insn::ldx(DW, R0, R6, 128)),
                 _ => return Err(Error::semantic(pos, "`func` needs a uprobe or profile probe")),
             },
             a if a.starts_with("arg") => {
-                let i: i16 = a[3..].parse().map_err(|_| Error::semantic(pos, format!("unknown builtin `{a}`")))?;
+                let i: i16 = a[3..]
+                    .parse()
+                    .map_err(|_| Error::semantic(pos, format!("unknown builtin `{a}`")))?;
                 match &self.attach.kind {
                     Kind::RawTracepoint { args, .. } => {
                         if i as usize >= args.len() {
-                            return Err(Error::semantic(pos, format!("{} has {} arguments", self.attach.name, args.len())));
+                            return Err(Error::semantic(
+                                pos,
+                                format!("{} has {} arguments", self.attach.name, args.len()),
+                            ));
                         }
                         self.emit(insn::ldx(DW, R0, R6, 8 * i));
                     }
-                    _ => return Err(Error::semantic(pos, format!("`{a}` is not available in {}", self.attach.name))),
+                    _ => {
+                        return Err(Error::semantic(
+                            pos,
+                            format!("`{a}` is not available in {}", self.attach.name),
+                        ))
+                    }
                 }
             }
             other => {
                 let t = crate::typing::builtin_ty(other, pos, self.attach)?;
-                return Err(Error::semantic(pos, format!("`{other}` is a {}, not an integer", t.name())));
+                return Err(Error::semantic(
+                    pos,
+                    format!("`{other}` is a {}, not an integer", t.name()),
+                ));
             }
         }
         Ok(())
@@ -1407,7 +1487,10 @@ impl<'g> Gen<'g> {
 
 /// `target op value` as an expression (for `+=` and `++`).
 fn compound(target: &Expr, op: BinOp, value: &Expr) -> Expr {
-    Expr { kind: ExprKind::Binary(op, Box::new(target.clone()), Box::new(value.clone())), pos: target.pos }
+    Expr {
+        kind: ExprKind::Binary(op, Box::new(target.clone()), Box::new(value.clone())),
+        pos: target.pos,
+    }
 }
 
 /// Expressions whose code leaves r1 alone (no helper call): constants, variables, fields.

@@ -13,7 +13,13 @@ pub enum Error {
     /// An attach point that names nothing on this machine, or a kind this kernel lacks.
     Probe { spec: String, message: String },
     /// The verifier refused a program: its log, and the program's line it points to.
-    Verifier { probe: String, pos: Option<Pos>, source_line: Option<String>, reason: String, log: String },
+    Verifier {
+        probe: String,
+        pos: Option<Pos>,
+        source_line: Option<String>,
+        reason: String,
+        log: String,
+    },
     /// A system call failed; `hint` says which setting stands in the way, when one does.
     Sys { call: String, source: std::io::Error, hint: Option<String> },
     /// Reading the machine (tracefs, /proc, ELF files) failed.

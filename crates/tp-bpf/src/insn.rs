@@ -98,7 +98,10 @@ pub const fn neg(dst: u8) -> Insn {
 }
 /// `dst = value` as the two-slot ld_imm64.
 pub const fn ld_imm64(dst: u8, value: u64) -> [Insn; 2] {
-    [insn(LD | DW | IMM, dst, 0, 0, value as u32 as i32), insn(0, 0, 0, 0, (value >> 32) as u32 as i32)]
+    [
+        insn(LD | DW | IMM, dst, 0, 0, value as u32 as i32),
+        insn(0, 0, 0, 0, (value >> 32) as u32 as i32),
+    ]
 }
 /// `dst = map` (imm: the map's index until the loader puts its fd there).
 pub const fn ld_map(dst: u8, map: u32) -> [Insn; 2] {

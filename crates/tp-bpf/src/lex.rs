@@ -19,8 +19,8 @@ pub enum Tok {
 
 const PUNCT: [&str; 45] = [
     "<<=", ">>=", "->", "++", "--", "==", "!=", "<=", ">=", "&&", "||", "<<", ">>", "+=", "-=",
-    "*=", "/=", "%=", "&=", "|=", "^=", "{", "}", "(", ")", "[", "]", ",", ";", ":", "/", "?",
-    "!", "~", "+", "-", "*", "%", "&", "|", "^", "<", ">", "=", ".",
+    "*=", "/=", "%=", "&=", "|=", "^=", "{", "}", "(", ")", "[", "]", ",", ";", ":", "/", "?", "!",
+    "~", "+", "-", "*", "%", "&", "|", "^", "<", ">", "=", ".",
 ];
 
 pub struct Lexer<'a> {
@@ -104,7 +104,8 @@ impl<'a> Lexer<'a> {
                 break;
             }
             // `tracepoint:a:b/pid == 1/`: a predicate right after the name.
-            if c == b'/' && self.at > start && self.src[self.at - 1] != b':' && !self.in_path(start) {
+            if c == b'/' && self.at > start && self.src[self.at - 1] != b':' && !self.in_path(start)
+            {
                 break;
             }
             self.bump();
@@ -121,7 +122,7 @@ impl<'a> Lexer<'a> {
         text.windows(2).any(|w| w == b":/")
     }
 
-    pub fn next(&mut self) -> Result<(Tok, Pos), Error> {
+    pub fn token(&mut self) -> Result<(Tok, Pos), Error> {
         self.skip_space()?;
         let pos = self.pos();
         let Some(c) = self.peek_byte(0) else { return Ok((Tok::Eof, pos)) };
@@ -169,8 +170,10 @@ impl<'a> Lexer<'a> {
         while self.peek_byte(0).is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
             self.bump();
         }
-        let text: String =
-            String::from_utf8_lossy(&self.src[start..self.at]).chars().filter(|&c| c != '_').collect();
+        let text: String = String::from_utf8_lossy(&self.src[start..self.at])
+            .chars()
+            .filter(|&c| c != '_')
+            .collect();
         let (digits, radix) = if let Some(h) = text.strip_prefix("0x").or(text.strip_prefix("0X")) {
             (h.to_string(), 16)
         } else if text.len() > 1 && text.starts_with('0') {
@@ -209,13 +212,18 @@ impl<'a> Lexer<'a> {
                         b'"' => b'"',
                         b'x' => {
                             let hex: Vec<u8> = (0..2).filter_map(|k| self.peek_byte(k)).collect();
-                            match std::str::from_utf8(&hex).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                            match std::str::from_utf8(&hex)
+                                .ok()
+                                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                            {
                                 Some(v) => {
                                     self.bump();
                                     self.bump();
                                     v
                                 }
-                                None => return Err(Error::syntax(pos, "`\\x` needs two hex digits")),
+                                None => {
+                                    return Err(Error::syntax(pos, "`\\x` needs two hex digits"))
+                                }
                             }
                         }
                         other => {

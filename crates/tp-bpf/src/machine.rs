@@ -36,7 +36,10 @@ impl System {
     pub fn list(&mut self, glob: &str) -> Result<Vec<String>> {
         let t = self.tracefs()?.clone();
         let all = t.available_events().map_err(|e| Error::Machine(e.to_string()))?;
-        Ok(tp_tracefs::match_glob(&all, glob).into_iter().map(|e| format!("tracepoint:{}:{}", e.system, e.name)).collect())
+        Ok(tp_tracefs::match_glob(&all, glob)
+            .into_iter()
+            .map(|e| format!("tracepoint:{}:{}", e.system, e.name))
+            .collect())
     }
 }
 

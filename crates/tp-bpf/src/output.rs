@@ -50,7 +50,13 @@ pub fn value_text(t: &Ty, b: &[u8], n: &dyn Names) -> String {
             let len = (u64_at(b, 0) as usize).min(b.len().saturating_sub(8));
             b[8..8 + len]
                 .iter()
-                .map(|&c| if c.is_ascii_graphic() || c == b' ' { (c as char).to_string() } else { format!("\\x{c:02x}") })
+                .map(|&c| {
+                    if c.is_ascii_graphic() || c == b' ' {
+                        (c as char).to_string()
+                    } else {
+                        format!("\\x{c:02x}")
+                    }
+                })
                 .collect()
         }
         Ty::Tuple(items) => {
@@ -78,22 +84,25 @@ fn stack_text(frames: &[String]) -> String {
     s
 }
 
-/// The key's parts in brackets: `[a, b]`, or nothing for a map without keys.
-fn key_text(m: &UserMap, key: &[u8], n: &dyn Names) -> String {
-    if m.key.is_empty() {
-        return String::new();
-    }
+/// Each part of a key as text.
+fn key_parts(m: &UserMap, key: &[u8], n: &dyn Names) -> Vec<String> {
     let mut at = 0;
-    let parts: Vec<String> = m
-        .key
+    m.key
         .iter()
         .map(|t| {
             let s = value_text(t, &key[at.min(key.len())..], n);
             at += t.size();
             s
         })
-        .collect();
-    format!("[{}]", parts.join(", "))
+        .collect()
+}
+
+/// The key's parts in brackets: `[a, b]`, or nothing for a map without keys.
+fn key_text(m: &UserMap, key: &[u8], n: &dyn Names) -> String {
+    if m.key.is_empty() {
+        return String::new();
+    }
+    format!("[{}]", key_parts(m, key, n).join(", "))
 }
 
 /// An aggregation's value summed over CPUs.
@@ -107,9 +116,9 @@ pub enum Total {
 
 pub fn total(agg: Agg, values: &[Vec<u8>]) -> Total {
     match agg {
-        Agg::Count | Agg::Sum | Agg::Hist | Agg::Lhist { .. } => {
-            Total::Int(Some(values.iter().map(|v| u64_at(v, 0) as i64).fold(0i64, i64::wrapping_add)))
-        }
+        Agg::Count | Agg::Sum | Agg::Hist | Agg::Lhist { .. } => Total::Int(Some(
+            values.iter().map(|v| u64_at(v, 0) as i64).fold(0i64, i64::wrapping_add),
+        )),
         Agg::Min | Agg::Max => {
             let seen = values.iter().filter(|v| u64_at(v, 8) != 0).map(|v| u64_at(v, 0) as i64);
             Total::Int(if agg == Agg::Min { seen.min() } else { seen.max() })
@@ -190,7 +199,11 @@ fn bucket(agg: Agg, i: usize) -> (String, Option<i64>, Option<i64>) {
                 (format!("[{}, ...)", lhist_label(max)), Some(max), None)
             } else {
                 let lo = min + (i as i64 - 1) * step;
-                (format!("[{}, {})", lhist_label(lo), lhist_label(lo + step)), Some(lo), Some(lo + step - 1))
+                (
+                    format!("[{}, {})", lhist_label(lo), lhist_label(lo + step)),
+                    Some(lo),
+                    Some(lo + step - 1),
+                )
             }
         }
         _ => match i {
@@ -200,7 +213,11 @@ fn bucket(agg: Agg, i: usize) -> (String, Option<i64>, Option<i64>) {
             _ => {
                 let p = i as u32 - 2;
                 let lo = 1i64.wrapping_shl(p);
-                (format!("[{}, {})", power_label(p), power_label(p + 1)), Some(lo), Some(lo.wrapping_mul(2) - 1))
+                (
+                    format!("[{}, {})", power_label(p), power_label(p + 1)),
+                    Some(lo),
+                    Some(lo.wrapping_mul(2) - 1),
+                )
             }
         },
     }
@@ -213,8 +230,38 @@ fn hist_text(agg: Agg, counts: &[u64], out: &mut String) {
     let top = counts.iter().copied().max().unwrap_or(1).max(1);
     for (i, &c) in counts.iter().enumerate().take(last + 1).skip(first) {
         let bar = (c as u128 * 52 / top as u128) as usize;
-        let _ = writeln!(out, "{:<16}{:>8} |{}{}|", bucket(agg, i).0, c, "@".repeat(bar), " ".repeat(52 - bar));
+        let _ = writeln!(
+            out,
+            "{:<16}{:>8} |{}{}|",
+            bucket(agg, i).0,
+            c,
+            "@".repeat(bar),
+            " ".repeat(52 - bar)
+        );
     }
+}
+
+/// An aggregation's elements that were set, summed over CPUs, sorted by value (ties by key).
+fn agg_rows<'e>(agg: Agg, m: &UserMap, elems: &'e [Element]) -> Vec<(&'e [u8], Total)> {
+    let mut rows: Vec<(&[u8], Total)> = elems
+        .iter()
+        .map(|e| (e.key.as_slice(), total(agg, &e.values)))
+        .filter(|(_, t)| match t {
+            Total::Int(v) => v.is_some(),
+            Total::Mean { count, .. } => *count > 0,
+        })
+        .collect();
+    // A map without keys lives in an array, which always has its element: a count or sum
+    // nothing was added to was never set.
+    if m.key.is_empty() && matches!(agg, Agg::Count | Agg::Sum) {
+        rows.retain(|(_, t)| *t != Total::Int(Some(0)));
+    }
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    rows.sort_by_key(|r| match r.1 {
+        Total::Int(v) => v.unwrap_or(0),
+        Total::Mean { sum, count } => mean(sum, count),
+    });
+    rows
 }
 
 /// One map's text, as bpftrace prints it when the program ends or on `print(@m)`.
@@ -229,26 +276,7 @@ pub fn map_text(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
             }
         }
         MapValue::Agg(agg) => {
-            let mut rows: Vec<(&[u8], Total)> = elems
-                .iter()
-                .map(|e| (e.key.as_slice(), total(*agg, &e.values)))
-                .filter(|(_, t)| match t {
-                    Total::Int(v) => v.is_some(),
-                    Total::Mean { count, .. } => *count > 0,
-                })
-                .collect();
-            // A map without keys lives in an array, which always has its element: a count or
-            // sum nothing added to was never set.
-            if m.key.is_empty() && matches!(agg, Agg::Count | Agg::Sum) {
-                rows.retain(|(_, t)| *t != Total::Int(Some(0)));
-            }
-            let sort_value = |t: &Total| match t {
-                Total::Int(v) => v.unwrap_or(0),
-                Total::Mean { sum, count } => mean(*sum, *count),
-            };
-            rows.sort_by(|a, b| a.0.cmp(b.0));
-            rows.sort_by_key(|r| sort_value(&r.1));
-            for (key, t) in &rows {
+            for (key, t) in &agg_rows(*agg, m, elems) {
                 let k = key_text(m, key, n);
                 let v = match (agg, t) {
                     (Agg::Count, Total::Int(Some(v))) => (*v as u64).to_string(),
@@ -288,17 +316,7 @@ fn json_str(s: &str) -> String {
 
 /// A key as `-f json` writes it: the parts joined by commas.
 fn json_key(m: &UserMap, key: &[u8], n: &dyn Names) -> String {
-    let mut at = 0;
-    let parts: Vec<String> = m
-        .key
-        .iter()
-        .map(|t| {
-            let s = value_text(t, &key[at.min(key.len())..], n);
-            at += t.size();
-            s
-        })
-        .collect();
-    json_str(&parts.join(","))
+    json_str(&key_parts(m, key, n).join(","))
 }
 
 /// One map as bpftrace's `-f json` line: `{"type": "map", "data": {"@x": ...}}`.
@@ -312,23 +330,8 @@ pub fn map_json(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
                 .collect(),
         ),
         MapValue::Agg(agg) => {
-            let text = map_text(m, elems, n);
-            let _ = text;
-            let mut rows: Vec<(String, Total)> = elems
-                .iter()
-                .map(|e| (json_key(m, &e.key, n), total(*agg, &e.values)))
-                .filter(|(_, t)| match t {
-                    Total::Int(v) => v.is_some(),
-                    Total::Mean { count, .. } => *count > 0,
-                })
-                .collect();
-            if m.key.is_empty() && matches!(agg, Agg::Count | Agg::Sum) {
-                rows.retain(|(_, t)| *t != Total::Int(Some(0)));
-            }
-            rows.sort_by_key(|(_, t)| match t {
-                Total::Int(v) => v.unwrap_or(0),
-                Total::Mean { sum, count } => mean(*sum, *count),
-            });
+            let rows: Vec<(String, Total)> =
+                agg_rows(*agg, m, elems).into_iter().map(|(k, t)| (json_key(m, k, n), t)).collect();
             let kind = if matches!(agg, Agg::Avg | Agg::Stats) { "stats" } else { "map" };
             let rows = rows
                 .into_iter()
@@ -435,7 +438,10 @@ mod tests {
             };
             counts[b] += 1;
         }
-        counts.iter().map(|&c| Element { key: Vec::new(), values: vec![c.to_le_bytes().to_vec()] }).collect()
+        counts
+            .iter()
+            .map(|&c| Element { key: Vec::new(), values: vec![c.to_le_bytes().to_vec()] })
+            .collect()
     }
 
     /// The same histograms bpftrace 0.17 printed (BEGIN { @h = hist(1); ... } above).
@@ -445,10 +451,22 @@ mod tests {
         let text = map_text(&m, &hist_elems(&[1, 2, 2, 2, -5, 1 << 20], Agg::Hist), &NoNames);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "@h: ");
-        assert_eq!(lines[1], "(..., 0)               1 |@@@@@@@@@@@@@@@@@                                   |");
-        assert_eq!(lines[4], "[2, 4)                 3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|");
-        assert_eq!(lines[12], "[1K, 2K)               0 |                                                    |");
-        assert_eq!(lines[23], "[1M, 2M)               1 |@@@@@@@@@@@@@@@@@                                   |");
+        assert_eq!(
+            lines[1],
+            "(..., 0)               1 |@@@@@@@@@@@@@@@@@                                   |"
+        );
+        assert_eq!(
+            lines[4],
+            "[2, 4)                 3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|"
+        );
+        assert_eq!(
+            lines[13],
+            "[1K, 2K)               0 |                                                    |"
+        );
+        assert_eq!(
+            lines[23],
+            "[1M, 2M)               1 |@@@@@@@@@@@@@@@@@                                   |"
+        );
         assert_eq!(lines[24], "");
         let l = Agg::Lhist { min: 0, max: 8192, step: 1024 };
         let m = UserMap { name: "l".into(), key: vec![], value: MapValue::Agg(l), map: 0 };
@@ -468,12 +486,18 @@ mod tests {
             k.resize(16, 0);
             k
         };
-        let m = UserMap { name: "".into(), key: vec![Ty::Str(16)], value: MapValue::Agg(Agg::Count), map: 0 };
+        let m = UserMap {
+            name: "".into(),
+            key: vec![Ty::Str(16)],
+            value: MapValue::Agg(Agg::Count),
+            map: 0,
+        };
         let e = |k: &str, per_cpu: &[u64]| Element {
             key: key(k),
             values: per_cpu.iter().map(|v| v.to_le_bytes().to_vec()).collect(),
         };
-        let text = map_text(&m, &[e("bash", &[2, 3]), e("sshd", &[1, 0]), e("cat", &[0, 9])], &NoNames);
+        let text =
+            map_text(&m, &[e("bash", &[2, 3]), e("sshd", &[1, 0]), e("cat", &[0, 9])], &NoNames);
         assert_eq!(text, "@[sshd]: 1\n@[bash]: 5\n@[cat]: 9\n");
         let json = map_json(&m, &[e("bash", &[2, 3]), e("sshd", &[1, 0])], &NoNames);
         assert_eq!(json, "{\"type\": \"map\", \"data\": {\"@\": {\"sshd\": 1, \"bash\": 5}}}");
@@ -481,7 +505,8 @@ mod tests {
 
     #[test]
     fn stats_and_avg_end_with_a_blank_line() {
-        let m = UserMap { name: "s".into(), key: vec![INT], value: MapValue::Agg(Agg::Stats), map: 0 };
+        let m =
+            UserMap { name: "s".into(), key: vec![INT], value: MapValue::Agg(Agg::Stats), map: 0 };
         let v = |s: i64, c: u64| [s.to_le_bytes(), c.to_le_bytes()].concat();
         let e = |k: i64, s, c| Element { key: k.to_le_bytes().to_vec(), values: vec![v(s, c)] };
         assert_eq!(

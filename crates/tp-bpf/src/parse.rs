@@ -8,8 +8,7 @@ use crate::lex::{Lexer, Tok};
 pub fn parse(src: &str) -> Result<Program, Error> {
     let mut p = Parser { lx: Lexer::new(src), tok: Tok::Eof, pos: Pos::default(), no_div: false };
     let mut probes = Vec::new();
-    loop {
-        let Some(first) = p.lx.attach_point()? else { break };
+    while let Some(first) = p.lx.attach_point()? {
         let pos = first.1;
         let mut specs = vec![first];
         p.advance()?;
@@ -51,7 +50,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn advance(&mut self) -> Result<(), Error> {
-        let (t, p) = self.lx.next()?;
+        let (t, p) = self.lx.token()?;
         self.tok = t;
         self.pos = p;
         Ok(())
@@ -173,12 +172,18 @@ impl Parser<'_> {
         }
         if self.is("++") || self.is("--") {
             if !assignable {
-                return Err(Error::syntax(self.pos, "only a map or a `$variable` can be incremented"));
+                return Err(Error::syntax(
+                    self.pos,
+                    "only a map or a `$variable` can be incremented",
+                ));
             }
             let op = if self.is("++") { BinOp::Add } else { BinOp::Sub };
             self.advance()?;
             let one = Expr { kind: ExprKind::Int(1), pos };
-            return Ok(Stmt { kind: StmtKind::Assign { target: e, op: Some(op), value: one }, pos });
+            return Ok(Stmt {
+                kind: StmtKind::Assign { target: e, op: Some(op), value: one },
+                pos,
+            });
         }
         Ok(Stmt { kind: StmtKind::Expr(e), pos })
     }
@@ -191,7 +196,10 @@ impl Parser<'_> {
             let a = self.expr()?;
             self.expect(":")?;
             let b = self.expr()?;
-            return Ok(Expr { kind: ExprKind::Ternary(Box::new(cond), Box::new(a), Box::new(b)), pos });
+            return Ok(Expr {
+                kind: ExprKind::Ternary(Box::new(cond), Box::new(a), Box::new(b)),
+                pos,
+            });
         }
         Ok(cond)
     }

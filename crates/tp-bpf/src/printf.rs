@@ -38,8 +38,16 @@ pub fn pieces(format: &str) -> Result<Vec<Piece>, String> {
             text.push('%');
             continue;
         }
-        let mut conv =
-            Conv { letter: ' ', left: false, zero: false, plus: false, space: false, alt: false, width: None, precision: None };
+        let mut conv = Conv {
+            letter: ' ',
+            left: false,
+            zero: false,
+            plus: false,
+            space: false,
+            alt: false,
+            width: None,
+            precision: None,
+        };
         while let Some(&f) = it.peek() {
             match f {
                 '-' => conv.left = true,
@@ -67,7 +75,9 @@ pub fn pieces(format: &str) -> Result<Vec<Piece>, String> {
         while it.peek().is_some_and(|&l| matches!(l, 'l' | 'h' | 'z' | 'j' | 't')) {
             it.next();
         }
-        let Some(letter) = it.next() else { return Err("the format ends inside a `%` conversion".into()) };
+        let Some(letter) = it.next() else {
+            return Err("the format ends inside a `%` conversion".into());
+        };
         if !"diuxXoscp".contains(letter) && letter != 'r' {
             return Err(format!("printf does not take `%{letter}`"));
         }
@@ -207,11 +217,29 @@ mod tests {
     fn c_rules() {
         // The same line bpftrace 0.17 printed for this printf.
         assert_eq!(
-            f("hello %d %s %5d|%-5s|%x\n", &[Arg::Int(42), Arg::Text("str".into()), Arg::Int(7), Arg::Text("ab".into()), Arg::Int(255)]),
+            f(
+                "hello %d %s %5d|%-5s|%x\n",
+                &[
+                    Arg::Int(42),
+                    Arg::Text("str".into()),
+                    Arg::Int(7),
+                    Arg::Text("ab".into()),
+                    Arg::Int(255)
+                ]
+            ),
             "hello 42 str     7|ab   |ff\n"
         );
-        assert_eq!(f("%05d %-4d| %+d %lu %%", &[Arg::Int(-42), Arg::Int(3), Arg::Int(5), Arg::Int(-1)]), "-0042 3   | +5 18446744073709551615 %");
-        assert_eq!(f("%#x %08x %.3s %c", &[Arg::Int(255), Arg::Int(255), Arg::Text("abcdef".into()), Arg::Int(65)]), "0xff 000000ff abc A");
+        assert_eq!(
+            f("%05d %-4d| %+d %lu %%", &[Arg::Int(-42), Arg::Int(3), Arg::Int(5), Arg::Int(-1)]),
+            "-0042 3   | +5 18446744073709551615 %"
+        );
+        assert_eq!(
+            f(
+                "%#x %08x %.3s %c",
+                &[Arg::Int(255), Arg::Int(255), Arg::Text("abcdef".into()), Arg::Int(65)]
+            ),
+            "0xff 000000ff abc A"
+        );
         assert!(pieces("%q").is_err());
     }
 }

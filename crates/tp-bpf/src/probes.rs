@@ -21,14 +21,27 @@ pub enum Kind {
     End,
     /// A tracefs event through perf_event_open; `raw_args`: its raw tracepoint's arguments
     /// when BTF has them (the compiler then attaches the raw tracepoint where it can).
-    Tracepoint { format: Box<EventFormat>, raw_args: Option<Vec<RawArg>> },
+    Tracepoint {
+        format: Box<EventFormat>,
+        raw_args: Option<Vec<RawArg>>,
+    },
     /// `rawtracepoint:NAME`: the tracepoint's C arguments as `arg0..`.
-    RawTracepoint { name: String, args: Vec<RawArg> },
+    RawTracepoint {
+        name: String,
+        args: Vec<RawArg>,
+    },
     /// `profile:hz:N` (every CPU) and `interval:UNIT:N` (one CPU): cpu-clock timers.
-    Profile { period_ns: u64 },
-    Interval { period_ns: u64 },
+    Profile {
+        period_ns: u64,
+    },
+    Interval {
+        period_ns: u64,
+    },
     /// `software:EVENT:PERIOD` (perf's software events).
-    Software { config: u64, period: u64 },
+    Software {
+        config: u64,
+        period: u64,
+    },
 }
 
 /// One event a program is attached to.
@@ -135,8 +148,9 @@ pub fn resolve(spec: &str, m: &mut dyn Machine) -> Result<Vec<Attach>> {
         }
         "software" | "s" => {
             let ev = parts.get(1).copied().unwrap_or("");
-            let Some(&(_, _, config, default)) =
-                SOFTWARE.iter().find(|(n, alias, _, _)| *n == ev || (!alias.is_empty() && *alias == ev))
+            let Some(&(_, _, config, default)) = SOFTWARE
+                .iter()
+                .find(|(n, alias, _, _)| *n == ev || (!alias.is_empty() && *alias == ev))
             else {
                 return Err(Error::probe(spec, format!("unknown software event `{ev}`")));
             };
@@ -146,11 +160,13 @@ pub fn resolve(spec: &str, m: &mut dyn Machine) -> Result<Vec<Attach>> {
             };
             one(Kind::Software { config, period })
         }
-        "kprobe" | "k" | "kretprobe" | "kr" | "kfunc" | "f" | "kretfunc" | "fr" => Err(Error::probe(
-            spec,
-            "this kernel has no kprobes (no kprobe_events in tracefs, no kprobe PMU); \
+        "kprobe" | "k" | "kretprobe" | "kr" | "kfunc" | "f" | "kretfunc" | "fr" => {
+            Err(Error::probe(
+                spec,
+                "this kernel has no kprobes (no kprobe_events in tracefs, no kprobe PMU); \
              use a tracepoint (`tp trace -l 'tracepoint:*'`)",
-        )),
+            ))
+        }
         other => Err(Error::probe(spec, format!("unknown probe type `{other}`"))),
     }
 }

@@ -82,9 +82,15 @@ pub fn explain_log(log: &str) -> (Option<usize>, String) {
     let reason: Vec<&str> = lines[after.min(lines.len())..]
         .iter()
         .copied()
-        .filter(|l| !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time"))
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time")
+        })
         .collect();
-    let reason = if reason.is_empty() { lines.last().copied().unwrap_or("").to_string() } else { reason.join("; ") };
+    let reason = if reason.is_empty() {
+        lines.last().copied().unwrap_or("").to_string()
+    } else {
+        reason.join("; ")
+    };
     (last_insn, reason)
 }
 
@@ -94,7 +100,8 @@ impl<'s> Session<'s> {
         let cpus = sys::possible_cpus()?;
         let mut maps = Vec::new();
         for m in &compiled.maps {
-            let entries = if m.kind == MapKind::PerfEventArray { cpus as u32 } else { m.max_entries };
+            let entries =
+                if m.kind == MapKind::PerfEventArray { cpus as u32 } else { m.max_entries };
             maps.push(sys::map_create(m.kind as u32, m.key_size, m.value_size, entries, &m.name)?);
         }
         let start_ns = monotonic_ns();
@@ -115,16 +122,26 @@ impl<'s> Session<'s> {
             }
             let kind = match &p.attach.kind {
                 Kind::Tracepoint { .. } if !p.raw => PROG_TRACEPOINT,
-                Kind::Tracepoint { .. } | Kind::RawTracepoint { .. } | Kind::Begin | Kind::End => PROG_RAW_TRACEPOINT,
-                Kind::Profile { .. } | Kind::Interval { .. } | Kind::Software { .. } => PROG_PERF_EVENT,
+                Kind::Tracepoint { .. } | Kind::RawTracepoint { .. } | Kind::Begin | Kind::End => {
+                    PROG_RAW_TRACEPOINT
+                }
+                Kind::Profile { .. } | Kind::Interval { .. } | Kind::Software { .. } => {
+                    PROG_PERF_EVENT
+                }
             };
             match sys::prog_load(kind, &encode(&insns), "tp_trace", 0)? {
                 Loaded::Ok(fd) => progs.push(fd),
                 Loaded::Refused { errno, log } => {
                     let (at, reason) = explain_log(&log);
                     let line = at.and_then(|i| p.lines.get(i)).copied();
-                    let source_line = line.and_then(|l| source.lines().nth(l.saturating_sub(1) as usize)).map(str::to_string);
-                    let reason = if reason.is_empty() { std::io::Error::from_raw_os_error(errno).to_string() } else { reason };
+                    let source_line = line
+                        .and_then(|l| source.lines().nth(l.saturating_sub(1) as usize))
+                        .map(str::to_string);
+                    let reason = if reason.is_empty() {
+                        std::io::Error::from_raw_os_error(errno).to_string()
+                    } else {
+                        reason
+                    };
                     return Err(Error::Verifier {
                         probe: p.attach.name.clone(),
                         pos: line.map(|l| crate::ast::Pos { line: l, col: 1 }),
@@ -135,7 +152,8 @@ impl<'s> Session<'s> {
                 }
             }
         }
-        let names = SymbolNames { probes: compiled.probe_names.clone(), kallsyms: None, stacks: None };
+        let names =
+            SymbolNames { probes: compiled.probe_names.clone(), kallsyms: None, stacks: None };
         Ok(Session {
             compiled,
             source,
@@ -168,19 +186,7 @@ impl<'s> Session<'s> {
             bp: None,
             modifiers: Modifiers::default(),
         };
-        let o = CounterOptions {
-            sampling: Some(Sampling {
-                sample_type: PERF_SAMPLE_RAW,
-                period: 1,
-                freq: false,
-                clockid: None,
-                side_records: false,
-                mmap_data: false,
-                watermark: 0,
-                stacks: Default::default(),
-            }),
-            ..Default::default()
-        };
+        let o = CounterOptions { sampling: Some(sampling(1)), ..Default::default() };
         for cpu in tp_perf::counter::online_cpus().map_err(perf_err)? {
             let c = Counter::open(&ev, Target::Cpu(cpu), &o, None).map_err(perf_err)?;
             let ring = Ring::map(&c, 64).map_err(perf_err)?;
@@ -200,15 +206,17 @@ impl<'s> Session<'s> {
         self.open_outputs()?;
         let online = tp_perf::counter::online_cpus().map_err(perf_err)?;
         for (p, prog) in self.compiled.programs.iter().zip(&self.progs) {
-            let timer = |period: u64| Event {
-                name: p.attach.name.clone(),
-                class: Class::Software,
-                type_: PERF_TYPE_SOFTWARE,
-                config: SW_CPU_CLOCK,
-                bp: None,
-                modifiers: Modifiers::default(),
-            }
-            .with_period(period);
+            let timer = |period: u64| {
+                Event {
+                    name: p.attach.name.clone(),
+                    class: Class::Software,
+                    type_: PERF_TYPE_SOFTWARE,
+                    config: SW_CPU_CLOCK,
+                    bp: None,
+                    modifiers: Modifiers::default(),
+                }
+                .with_period(period)
+            };
             match &p.attach.kind {
                 Kind::Begin | Kind::End => {}
                 Kind::Tracepoint { format, .. } if !p.raw => {
@@ -223,7 +231,8 @@ impl<'s> Session<'s> {
                     // One perf event carries the program for every CPU (the program hangs
                     // on the tracepoint, not on the event's CPU).
                     let o = CounterOptions { sampling: Some(sampling(1)), ..Default::default() };
-                    let c = Counter::open(&ev, Target::Cpu(online[0]), &o, None).map_err(perf_err)?;
+                    let c =
+                        Counter::open(&ev, Target::Cpu(online[0]), &o, None).map_err(perf_err)?;
                     c.set_bpf(prog.as_fd()).map_err(perf_err)?;
                     c.enable().map_err(perf_err)?;
                     self.perf_links.push(c);
@@ -236,7 +245,11 @@ impl<'s> Session<'s> {
                 }
                 Kind::Profile { period_ns } | Kind::Interval { period_ns } => {
                     let (ev, o) = timer(*period_ns);
-                    let cpus: &[u32] = if matches!(p.attach.kind, Kind::Profile { .. }) { &online } else { &online[..1] };
+                    let cpus: &[u32] = if matches!(p.attach.kind, Kind::Profile { .. }) {
+                        &online
+                    } else {
+                        &online[..1]
+                    };
                     for &cpu in cpus {
                         let c = Counter::open(&ev, Target::Cpu(cpu), &o, None).map_err(perf_err)?;
                         c.set_bpf(prog.as_fd()).map_err(perf_err)?;
@@ -253,7 +266,8 @@ impl<'s> Session<'s> {
                         bp: None,
                         modifiers: Modifiers::default(),
                     };
-                    let o = CounterOptions { sampling: Some(sampling(*period)), ..Default::default() };
+                    let o =
+                        CounterOptions { sampling: Some(sampling(*period)), ..Default::default() };
                     for &cpu in &online {
                         let c = Counter::open(&ev, Target::Cpu(cpu), &o, None).map_err(perf_err)?;
                         c.set_bpf(prog.as_fd()).map_err(perf_err)?;
@@ -269,7 +283,11 @@ impl<'s> Session<'s> {
     /// Run the BEGIN (or END) programs once, here.
     pub fn run_special(&self, end: bool) -> Result<()> {
         for (p, prog) in self.compiled.programs.iter().zip(&self.progs) {
-            let want = if end { matches!(p.attach.kind, Kind::End) } else { matches!(p.attach.kind, Kind::Begin) };
+            let want = if end {
+                matches!(p.attach.kind, Kind::End)
+            } else {
+                matches!(p.attach.kind, Kind::Begin)
+            };
             if want {
                 sys::test_run(prog.as_fd(), &[0u8; 8])?;
             }
@@ -297,7 +315,8 @@ impl<'s> Session<'s> {
                 let ty = u32::from_le_bytes(rec[0..4].try_into().expect("header"));
                 match ty {
                     9 if rec.len() >= 12 => {
-                        let size = u32::from_le_bytes(rec[8..12].try_into().expect("size")) as usize;
+                        let size =
+                            u32::from_le_bytes(rec[8..12].try_into().expect("size")) as usize;
                         records.push(rec[12..(12 + size).min(rec.len())].to_vec());
                     }
                     2 if rec.len() >= 24 => {
@@ -329,7 +348,12 @@ impl<'s> Session<'s> {
                 Some(Async::Time(i)) => {
                     let text = strftime(&self.compiled.time_formats[i as usize]);
                     if f.json {
-                        writeln!(out, "{{\"type\": \"time\", \"data\": {}}}", serde_json::Value::String(text)).map_err(io_err)?;
+                        writeln!(
+                            out,
+                            "{{\"type\": \"time\", \"data\": {}}}",
+                            serde_json::Value::String(text)
+                        )
+                        .map_err(io_err)?;
                     } else {
                         write!(out, "{text}").map_err(io_err)?;
                     }
@@ -349,14 +373,21 @@ impl<'s> Session<'s> {
         for t in &p.args {
             let b = data.get(at..).unwrap_or(&[]);
             args.push(match t {
-                Ty::Int { .. } => crate::printf::Arg::Int(b.get(..8).map_or(0, |s| i64::from_le_bytes(s.try_into().expect("8")))),
+                Ty::Int { .. } => crate::printf::Arg::Int(
+                    b.get(..8).map_or(0, |s| i64::from_le_bytes(s.try_into().expect("8"))),
+                ),
                 _ => crate::printf::Arg::Text(output::value_text(t, b, &self.names)),
             });
             at += t.size();
         }
         let text = crate::printf::format(&pieces, &args);
         if f.json {
-            writeln!(out, "{{\"type\": \"printf\", \"data\": {}}}", serde_json::Value::String(text)).map_err(io_err)?;
+            writeln!(
+                out,
+                "{{\"type\": \"printf\", \"data\": {}}}",
+                serde_json::Value::String(text)
+            )
+            .map_err(io_err)?;
         } else {
             write!(out, "{text}").map_err(io_err)?;
         }
@@ -370,7 +401,9 @@ impl<'s> Session<'s> {
         let per = align8(def.value_size as usize);
         let ncpu = if def.kind.is_percpu() { self.cpus } else { 1 };
         let mut value = vec![0u8; per * ncpu];
-        let split = |v: &[u8]| v.chunks(per).map(|c| c[..def.value_size as usize].to_vec()).collect::<Vec<_>>();
+        let split = |v: &[u8]| {
+            v.chunks(per).map(|c| c[..def.value_size as usize].to_vec()).collect::<Vec<_>>()
+        };
         let mut out = Vec::new();
         if matches!(def.kind, MapKind::PercpuArray | MapKind::Array) {
             for i in 0..def.max_entries {
@@ -380,14 +413,9 @@ impl<'s> Session<'s> {
             }
             return Ok(out);
         }
-        let mut key: Option<Vec<u8>> = None;
-        let mut next = vec![0u8; def.key_size as usize];
-        while sys::map_next_key(fd, key.as_deref(), &mut next)? {
-            if sys::map_lookup(fd, &next, &mut value)? {
-                out.push(Element { key: next.clone(), values: split(&value) });
-            }
-            key = Some(next.clone());
-        }
+        each_element(fd, def.key_size as usize, &mut value, |k, v| {
+            out.push(Element { key: k.to_vec(), values: split(v) })
+        })?;
         Ok(out)
     }
 
@@ -429,7 +457,9 @@ impl<'s> Session<'s> {
     pub fn print_all(&mut self, out: &mut dyn Write, f: Format) -> Result<()> {
         self.names.load_stacks(self.compiled.stack_map.map(|i| &self.maps[i]), self.cpus);
         let mut order: Vec<usize> = (0..self.compiled.user_maps.len()).collect();
-        order.sort_by(|&a, &b| self.compiled.user_maps[a].name.cmp(&self.compiled.user_maps[b].name));
+        order.sort_by(|&a, &b| {
+            self.compiled.user_maps[a].name.cmp(&self.compiled.user_maps[b].name)
+        });
         for i in order {
             self.print_map(i, out, f)?;
         }
@@ -440,6 +470,24 @@ impl<'s> Session<'s> {
     pub fn start_ns(&self) -> u64 {
         self.start_ns
     }
+}
+
+/// Every element of a hash map: its key and value bytes (`value` sized for one lookup).
+fn each_element(
+    fd: std::os::fd::BorrowedFd<'_>,
+    key_size: usize,
+    value: &mut [u8],
+    mut f: impl FnMut(&[u8], &[u8]),
+) -> Result<()> {
+    let mut key: Option<Vec<u8>> = None;
+    let mut next = vec![0u8; key_size];
+    while sys::map_next_key(fd, key.as_deref(), &mut next)? {
+        if sys::map_lookup(fd, &next, value)? {
+            f(&next, value);
+        }
+        key = Some(next.clone());
+    }
+    Ok(())
 }
 
 /// Every BPF program loaded on the machine now, by id (to check that none of tp's outlives it).
@@ -505,20 +553,15 @@ impl SymbolNames {
     fn load_stacks(&mut self, map: Option<&OwnedFd>, _cpus: usize) {
         let Some(map) = map else { return };
         let mut stacks = std::collections::HashMap::new();
-        let mut key: Option<Vec<u8>> = None;
-        let mut next = vec![0u8; 4];
         let mut value = vec![0u8; 8 * crate::codegen::STACK_DEPTH as usize];
-        while let Ok(true) = sys::map_next_key(map.as_fd(), key.as_deref(), &mut next) {
-            if let Ok(true) = sys::map_lookup(map.as_fd(), &next, &mut value) {
-                let ips: Vec<u64> = value
-                    .chunks(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
-                    .take_while(|&ip| ip != 0)
-                    .collect();
-                stacks.insert(u32::from_ne_bytes(next[..4].try_into().expect("4")), ips);
-            }
-            key = Some(next.clone());
-        }
+        let _ = each_element(map.as_fd(), 4, &mut value, |k, v| {
+            let ips: Vec<u64> = v
+                .chunks(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+                .take_while(|&ip| ip != 0)
+                .collect();
+            stacks.insert(u32::from_ne_bytes(k[..4].try_into().expect("4")), ips);
+        });
         self.stacks = Some(stacks);
         if self.kallsyms.is_none() {
             let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
@@ -577,7 +620,8 @@ pub fn run(
     let fds = s.ring_fds();
     while !exited {
         if !fds.is_empty() {
-            tp_tracefs::process::poll_readable(&fds, 100).map_err(|e| Error::Machine(e.to_string()))?;
+            tp_tracefs::process::poll_readable(&fds, 100)
+                .map_err(|e| Error::Machine(e.to_string()))?;
         } else {
             std::thread::sleep(Duration::from_millis(100));
         }

@@ -50,7 +50,8 @@ fn ptr<T>(p: *const T) -> u64 {
 
 /// The setting that explains a refusal of bpf(2), if one does.
 pub fn refusal_hint(errno: i32) -> Option<String> {
-    if errno != libc::EPERM && errno != libc::EACCES {
+    // EACCES from BPF_PROG_LOAD is the verifier's refusal, not a permission.
+    if errno != libc::EPERM {
         return None;
     }
     let setting = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
@@ -71,7 +72,9 @@ pub fn refusal_hint(errno: i32) -> Option<String> {
 fn bpf(cmd: u32, attr: &mut Attr, what: &str) -> Result<i64> {
     // SAFETY: `attr` is a zero-initialised `union bpf_attr` of 144 bytes with the fields of
     // `cmd` filled in; pointers in it point into buffers that outlive the call.
-    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd as libc::c_long, attr.0.as_mut_ptr(), attr.0.len() as u32) };
+    let rc = unsafe {
+        libc::syscall(libc::SYS_bpf, cmd as libc::c_long, attr.0.as_mut_ptr(), attr.0.len() as u32)
+    };
     if rc < 0 {
         let source = io::Error::last_os_error();
         let hint = refusal_hint(source.raw_os_error().unwrap_or(0));
@@ -88,7 +91,9 @@ fn fd(rc: i64) -> OwnedFd {
 /// The kernel's object names: 15 bytes of `[A-Za-z0-9_.]`.
 fn obj_name(name: &str) -> [u8; 16] {
     let mut out = [0u8; 16];
-    for (o, c) in out.iter_mut().zip(name.bytes().filter(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'.').take(15)) {
+    for (o, c) in out.iter_mut().zip(
+        name.bytes().filter(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'.').take(15),
+    ) {
         *o = c;
     }
     out
@@ -97,7 +102,11 @@ fn obj_name(name: &str) -> [u8; 16] {
 /// BPF_MAP_CREATE.
 pub fn map_create(kind: u32, key: u32, value: u32, entries: u32, name: &str) -> Result<OwnedFd> {
     let mut a = Attr::new();
-    a.u32_at(0, kind).u32_at(4, key).u32_at(8, value).u32_at(12, entries).bytes_at(28, &obj_name(name));
+    a.u32_at(0, kind)
+        .u32_at(4, key)
+        .u32_at(8, value)
+        .u32_at(12, entries)
+        .bytes_at(28, &obj_name(name));
     bpf(MAP_CREATE, &mut a, &format!("BPF_MAP_CREATE {name}")).map(fd)
 }
 
@@ -169,14 +178,19 @@ pub fn prog_load(kind: u32, insns: &[u8], name: &str, attach_type: u32) -> Resul
     };
     match load(None) {
         Ok(rc) => Ok(Loaded::Ok(fd(rc))),
-        Err(Error::Sys { source, hint: None, .. }) => {
+        Err(Error::Sys { source, hint: None, .. })
+            if source.raw_os_error() != Some(libc::E2BIG) =>
+        {
             let errno = source.raw_os_error().unwrap_or(0);
             let mut buf = vec![0u8; 1 << 22];
             match load(Some(&mut buf)) {
                 Ok(rc) => Ok(Loaded::Ok(fd(rc))),
                 Err(_) => {
                     let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
-                    Ok(Loaded::Refused { errno, log: String::from_utf8_lossy(&buf[..end]).into_owned() })
+                    Ok(Loaded::Refused {
+                        errno,
+                        log: String::from_utf8_lossy(&buf[..end]).into_owned(),
+                    })
                 }
             }
         }
@@ -186,7 +200,8 @@ pub fn prog_load(kind: u32, insns: &[u8], name: &str, attach_type: u32) -> Resul
 
 /// BPF_RAW_TRACEPOINT_OPEN: the program runs on the tracepoint until the fd is closed.
 pub fn raw_tracepoint_open(name: &str, prog: BorrowedFd<'_>) -> Result<OwnedFd> {
-    let c = std::ffi::CString::new(name).map_err(|_| Error::Machine(format!("bad tracepoint name {name:?}")))?;
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| Error::Machine(format!("bad tracepoint name {name:?}")))?;
     let mut a = Attr::new();
     a.u64_at(0, ptr(c.as_ptr())).u32_at(8, prog.as_raw_fd() as u32);
     bpf(RAW_TRACEPOINT_OPEN, &mut a, &format!("BPF_RAW_TRACEPOINT_OPEN {name}")).map(fd)
@@ -229,7 +244,9 @@ pub fn prog_ids() -> Result<Vec<u32>> {
                 at = a.get_u32(4);
                 ids.push(at);
             }
-            Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => return Ok(ids),
+            Err(Error::Sys { source, .. }) if source.raw_os_error() == Some(libc::ENOENT) => {
+                return Ok(ids)
+            }
             Err(e) => return Err(e),
         }
     }

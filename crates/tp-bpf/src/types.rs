@@ -4,7 +4,9 @@
 /// A value's type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ty {
-    Int { signed: bool },
+    Int {
+        signed: bool,
+    },
     /// A NUL-padded string of at most this many bytes (NUL included).
     Str(usize),
     Tuple(Vec<Ty>),

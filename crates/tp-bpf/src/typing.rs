@@ -94,9 +94,16 @@ pub fn builtin_ty(name: &str, pos: Pos, attach: &Attach) -> Result<Ty> {
                     }
                 }
             }
-            _ => return Err(Error::semantic(pos, format!("`{n}` is not available in {}", attach.name))),
+            _ => {
+                return Err(Error::semantic(
+                    pos,
+                    format!("`{n}` is not available in {}", attach.name),
+                ))
+            }
         },
-        "args" => return Err(Error::semantic(pos, "`args` is used as `args->FIELD` or `args.FIELD`")),
+        "args" => {
+            return Err(Error::semantic(pos, "`args` is used as `args->FIELD` or `args.FIELD`"))
+        }
         _ => return Err(Error::semantic(pos, format!("unknown builtin `{name}`"))),
     })
 }
@@ -105,11 +112,21 @@ impl Typer<'_> {
     /// The tracepoint field `args->name` of this probe.
     pub fn field(&self, name: &str, pos: Pos) -> Result<FieldAccess> {
         let Kind::Tracepoint { format, .. } = &self.attach.kind else {
-            return Err(Error::semantic(pos, format!("`args` needs a tracepoint, not {}", self.attach.name)));
+            return Err(Error::semantic(
+                pos,
+                format!("`args` needs a tracepoint, not {}", self.attach.name),
+            ));
         };
         let f = format.fields.iter().find(|f| f.name == name).ok_or_else(|| {
             let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
-            Error::semantic(pos, format!("{} has no field `{name}` (fields: {})", self.attach.name, names.join(", ")))
+            Error::semantic(
+                pos,
+                format!(
+                    "{} has no field `{name}` (fields: {})",
+                    self.attach.name,
+                    names.join(", ")
+                ),
+            )
         })?;
         Ok(field_access(f))
     }
@@ -119,17 +136,18 @@ impl Typer<'_> {
             ExprKind::Int(_) => INT,
             ExprKind::Str(s) => Ty::Str(s.len() + 1),
             ExprKind::Builtin(b) => builtin_ty(b, e.pos, self.attach)?,
-            ExprKind::Var(v) => self
-                .vars
-                .get(v)
-                .cloned()
-                .ok_or_else(|| Error::semantic(e.pos, format!("`${v}` is used before it is assigned")))?,
+            ExprKind::Var(v) => self.vars.get(v).cloned().ok_or_else(|| {
+                Error::semantic(e.pos, format!("`${v}` is used before it is assigned"))
+            })?,
             ExprKind::Map { name, .. } => match self.maps.get(name).map(|m| &m.value) {
                 Some(MapValue::Plain(t)) => t.clone(),
                 Some(MapValue::Agg(Agg::Count)) => UINT,
                 Some(MapValue::Agg(a)) if !a.is_hist() => INT,
                 Some(MapValue::Agg(a)) => {
-                    return Err(Error::semantic(e.pos, format!("a {} map's value cannot be read", a.name())))
+                    return Err(Error::semantic(
+                        e.pos,
+                        format!("a {} map's value cannot be read", a.name()),
+                    ))
                 }
                 None => return Err(Error::semantic(e.pos, format!("`@{name}` is never assigned"))),
             },
@@ -138,7 +156,10 @@ impl Typer<'_> {
                 _ => match self.ty(base)? {
                     Ty::Tuple(items) => {
                         let i: usize = name.parse().map_err(|_| {
-                            Error::semantic(e.pos, format!("a tuple's fields are numbers, not `{name}`"))
+                            Error::semantic(
+                                e.pos,
+                                format!("a tuple's fields are numbers, not `{name}`"),
+                            )
                         })?;
                         items.get(i).cloned().ok_or_else(|| {
                             Error::semantic(e.pos, format!("the tuple has {} fields", items.len()))
@@ -151,12 +172,21 @@ impl Typer<'_> {
                 ExprKind::Field(a, name) if matches!(&a.kind, ExprKind::Builtin(b) if b == "args") => {
                     match self.field(name, e.pos)? {
                         FieldAccess::Array { signed, .. } => Ty::Int { signed },
-                        _ => return Err(Error::semantic(e.pos, format!("`{name}` is not an array"))),
+                        _ => {
+                            return Err(Error::semantic(e.pos, format!("`{name}` is not an array")))
+                        }
                     }
                 }
-                _ => return Err(Error::semantic(e.pos, "only tracepoint array fields can be indexed")),
+                _ => {
+                    return Err(Error::semantic(
+                        e.pos,
+                        "only tracepoint array fields can be indexed",
+                    ))
+                }
             },
-            ExprKind::Tuple(items) => Ty::Tuple(items.iter().map(|i| self.ty(i)).collect::<Result<_>>()?),
+            ExprKind::Tuple(items) => {
+                Ty::Tuple(items.iter().map(|i| self.ty(i)).collect::<Result<_>>()?)
+            }
             ExprKind::Unary(..) => INT,
             ExprKind::Binary(op, a, b) => {
                 let (ta, tb) = (self.ty(a)?, self.ty(b)?);
@@ -177,7 +207,10 @@ impl Typer<'_> {
             ExprKind::Ternary(_, a, b) => {
                 let (ta, tb) = (self.ty(a)?, self.ty(b)?);
                 ta.unify(&tb).ok_or_else(|| {
-                    Error::semantic(e.pos, format!("the ternary's branches differ: {} and {}", ta.name(), tb.name()))
+                    Error::semantic(
+                        e.pos,
+                        format!("the ternary's branches differ: {} and {}", ta.name(), tb.name()),
+                    )
                 })?
             }
             ExprKind::Cast(t, _) => Ty::Int { signed: !t.starts_with('u') },
@@ -188,12 +221,18 @@ impl Typer<'_> {
     fn call_ty(&self, f: &str, args: &[Expr], pos: Pos) -> Result<Ty> {
         Ok(match f {
             "str" => match args.get(1) {
-                Some(Expr { kind: ExprKind::Int(n), .. }) if *n > 0 => Ty::Str((*n as usize).min(STRLEN) + 1),
-                Some(_) => return Err(Error::semantic(pos, "str()'s length must be a positive number")),
+                Some(Expr { kind: ExprKind::Int(n), .. }) if *n > 0 => {
+                    Ty::Str((*n as usize).min(STRLEN) + 1)
+                }
+                Some(_) => {
+                    return Err(Error::semantic(pos, "str()'s length must be a positive number"))
+                }
                 None => Ty::Str(STRLEN),
             },
             "buf" => match args.get(1) {
-                Some(Expr { kind: ExprKind::Int(n), .. }) if *n > 0 && *n <= 64 => Ty::Buf(*n as usize),
+                Some(Expr { kind: ExprKind::Int(n), .. }) if *n > 0 && *n <= 64 => {
+                    Ty::Buf(*n as usize)
+                }
                 _ => return Err(Error::semantic(pos, "buf(ADDR, N) needs a length from 1 to 64")),
             },
             "ksym" => Ty::Ksym,
@@ -201,7 +240,10 @@ impl Typer<'_> {
             "kaddr" => UINT,
             "printf" | "print" | "exit" | "delete" | "clear" | "zero" | "time" => Ty::Void,
             "count" | "sum" | "min" | "max" | "avg" | "stats" | "hist" | "lhist" => {
-                return Err(Error::semantic(pos, format!("{f}() is assigned to a map: `@x = {f}(...)`")))
+                return Err(Error::semantic(
+                    pos,
+                    format!("{f}() is assigned to a map: `@x = {f}(...)`"),
+                ))
             }
             _ => return Err(Error::semantic(pos, format!("unknown function `{f}`"))),
         })
@@ -241,11 +283,16 @@ impl Typer<'_> {
                 want(4)?;
                 let c = |i: usize| match args[i].kind {
                     ExprKind::Int(v) => Ok(v),
-                    _ => Err(Error::semantic(args[i].pos, "lhist()'s min, max and step are numbers")),
+                    _ => {
+                        Err(Error::semantic(args[i].pos, "lhist()'s min, max and step are numbers"))
+                    }
                 };
                 let (min, max, step) = (c(1)?, c(2)?, c(3)?);
                 if step <= 0 || max <= min || (max - min) / step > 10_000 {
-                    return Err(Error::semantic(e.pos, "lhist(x, MIN, MAX, STEP) needs MIN < MAX, STEP > 0, at most 10000 steps"));
+                    return Err(Error::semantic(
+                        e.pos,
+                        "lhist(x, MIN, MAX, STEP) needs MIN < MAX, STEP > 0, at most 10000 steps",
+                    ));
                 }
                 Agg::Lhist { min, max, step }
             }
@@ -281,7 +328,9 @@ fn walk_assigns(body: &[Stmt], t: &mut Typer<'_>, found: &mut Found, strict: boo
             StmtKind::Assign { target, value, op } => {
                 let vt = match t.agg_of(value) {
                     Ok(Some(a)) if op.is_none() => Ok(MapValue::Agg(a)),
-                    Ok(Some(_)) => Err(Error::semantic(s.pos, "an aggregation is assigned with `=`")),
+                    Ok(Some(_)) => {
+                        Err(Error::semantic(s.pos, "an aggregation is assigned with `=`"))
+                    }
                     Ok(None) => t.ty(value).map(MapValue::Plain),
                     Err(e) => Err(e),
                 };
@@ -293,7 +342,10 @@ fn walk_assigns(body: &[Stmt], t: &mut Typer<'_>, found: &mut Found, strict: boo
                 match &target.kind {
                     ExprKind::Var(v) => {
                         let MapValue::Plain(ty) = vt else {
-                            return Err(Error::semantic(s.pos, "aggregations go into maps, not variables"));
+                            return Err(Error::semantic(
+                                s.pos,
+                                "aggregations go into maps, not variables",
+                            ));
                         };
                         t.vars.insert(v.clone(), ty);
                     }
@@ -319,7 +371,13 @@ fn walk_assigns(body: &[Stmt], t: &mut Typer<'_>, found: &mut Found, strict: boo
     Ok(())
 }
 
-fn merge(types: &mut MapTypes, name: String, key: Vec<Ty>, value: MapValue, pos: Pos) -> Result<()> {
+fn merge(
+    types: &mut MapTypes,
+    name: String,
+    key: Vec<Ty>,
+    value: MapValue,
+    pos: Pos,
+) -> Result<()> {
     let Some(m) = types.maps.iter_mut().find(|m| m.name == name) else {
         types.maps.push(UserMap { name, key, value, map: 0 });
         return Ok(());
@@ -329,12 +387,15 @@ fn merge(types: &mut MapTypes, name: String, key: Vec<Ty>, value: MapValue, pos:
         return Err(what("used with a different number of keys"));
     }
     for (a, b) in m.key.iter_mut().zip(&key) {
-        *a = a.unify(b).ok_or_else(|| what(&format!("key {} here, {} before", b.name(), a.name())))?;
+        *a = a
+            .unify(b)
+            .ok_or_else(|| what(&format!("key {} here, {} before", b.name(), a.name())))?;
     }
     m.value = match (&m.value, &value) {
         (MapValue::Agg(a), MapValue::Agg(b)) if a == b => MapValue::Agg(*a),
         (MapValue::Plain(a), MapValue::Plain(b)) => MapValue::Plain(
-            a.unify(b).ok_or_else(|| what(&format!("value {} here, {} before", b.name(), a.name())))?,
+            a.unify(b)
+                .ok_or_else(|| what(&format!("value {} here, {} before", b.name(), a.name())))?,
         ),
         _ => return Err(what("assigned different kinds of values")),
     };

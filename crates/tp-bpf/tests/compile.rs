@@ -54,7 +54,10 @@ impl Machine for Fake {
     }
     fn raw_tracepoint_args(&mut self, name: &str) -> Option<Vec<RawArg>> {
         (name == "sys_enter").then(|| {
-            vec![RawArg { name: "regs".into(), int: None }, RawArg { name: "id".into(), int: Some((8, true)) }]
+            vec![
+                RawArg { name: "regs".into(), int: None },
+                RawArg { name: "id".into(), int: Some((8, true)) },
+            ]
         })
     }
 }
@@ -140,7 +143,10 @@ mod pure {
     fn wildcards_make_one_program_per_event() {
         let c = fake("t:*:sys_enter,tracepoint:sched:sched_* { @[probe] = count(); }").unwrap();
         let names: Vec<&str> = c.programs.iter().map(|p| p.attach.name.as_str()).collect();
-        assert_eq!(names, ["tracepoint:raw_syscalls:sys_enter", "tracepoint:sched:sched_process_exec"]);
+        assert_eq!(
+            names,
+            ["tracepoint:raw_syscalls:sys_enter", "tracepoint:sched:sched_process_exec"]
+        );
         assert_eq!(c.probe_names, names);
     }
 
@@ -156,11 +162,15 @@ mod pure {
 
     #[test]
     fn errors_name_the_place() {
-        let e = fake("BEGIN { @x = 1 }\ntracepoint:raw_syscalls:sys_enter { @y = args->nope; }").unwrap_err();
+        let e = fake("BEGIN { @x = 1 }\ntracepoint:raw_syscalls:sys_enter { @y = args->nope; }")
+            .unwrap_err();
         match e {
             Error::Semantic { pos, message } => {
                 assert_eq!(pos.line, 2);
-                assert!(message.contains("no field `nope`") && message.contains("id, args"), "{message}");
+                assert!(
+                    message.contains("no field `nope`") && message.contains("id, args"),
+                    "{message}"
+                );
             }
             other => panic!("{other}"),
         }
@@ -237,11 +247,16 @@ mod verifier {
     fn refusal_names_the_line() {
         // `args->args[5]` is in range; build a bad access by hand: a 64-bit read at an
         // offset the record does not have.
-        let src = "BEGIN { @x = 1; }\ntracepoint:raw_syscalls:sys_enter { @y[args->args[0]] = count(); }";
+        let src =
+            "BEGIN { @x = 1; }\ntracepoint:raw_syscalls:sys_enter { @y[args->args[0]] = count(); }";
         let mut c = build(src, &mut System::new()).unwrap();
         let p = c.programs.iter_mut().find(|p| p.attach.name.contains("sys_enter")).unwrap();
-        let at = p.insns.iter().position(|i| i.code == 0x79 && i.src == 6 && i.off == 16).expect("the args[0] load");
-        p.insns[at].off = 4096;
+        let at = p
+            .insns
+            .iter()
+            .position(|i| i.code == 0x79 && i.src == 6 && i.off == 16)
+            .expect("the args[0] load");
+        p.insns[at].off = 30000;
         match Session::load(c, src) {
             Err(Error::Verifier { pos: Some(pos), reason, source_line, .. }) => {
                 assert_eq!(pos.line, 2, "{reason}");

@@ -15,7 +15,6 @@ mod record;
 mod report;
 mod stat;
 mod stream;
-mod symbols;
 mod trace;
 
 #[derive(Parser)]

@@ -52,7 +52,9 @@ pub fn run(args: Args) -> Result<i32> {
     }
     let source = match (&args.program, &args.file) {
         (Some(p), _) => p.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
+        }
         (None, None) => bail!("give a program: -e 'PROGRAM' or a FILE"),
     };
     let json = args.json || args.format.as_deref() == Some("json");
@@ -133,7 +135,9 @@ fn located(source: &str, e: tp_bpf::Error) -> anyhow::Error {
         _ => None,
     };
     let Some(pos) = pos.filter(|p| p.line > 0) else { return anyhow::Error::new(e) };
-    let Some(line) = source.lines().nth(pos.line as usize - 1) else { return anyhow::Error::new(e) };
+    let Some(line) = source.lines().nth(pos.line as usize - 1) else {
+        return anyhow::Error::new(e);
+    };
     let caret = format!("{}^", " ".repeat(pos.col.saturating_sub(1) as usize));
     anyhow::anyhow!("{e}\n{line}\n{caret}")
 }
@@ -141,7 +145,10 @@ fn located(source: &str, e: tp_bpf::Error) -> anyhow::Error {
 fn dump(ast: &tp_bpf::ast::Program, c: &tp_bpf::Compiled) {
     println!("{ast:#?}");
     for (i, m) in c.maps.iter().enumerate() {
-        println!("map[{i}] {} {:?} key {} value {} entries {}", m.name, m.kind, m.key_size, m.value_size, m.max_entries);
+        println!(
+            "map[{i}] {} {:?} key {} value {} entries {}",
+            m.name, m.kind, m.key_size, m.value_size, m.max_entries
+        );
     }
     for p in &c.programs {
         let door = if p.raw { "raw tracepoint" } else { "perf" };

@@ -113,7 +113,11 @@ pub(crate) fn set_bpf(fd: &OwnedFd, prog: RawFd, event: &str) -> Result<()> {
     let rc = unsafe { pes::ioctls::SET_BPF(fd.as_raw_fd(), prog as u32) };
     if rc < 0 {
         let source = io::Error::last_os_error();
-        return Err(Error::Sys { call: "ioctl(PERF_EVENT_IOC_SET_BPF)", event: event.to_string(), source });
+        return Err(Error::Sys {
+            call: "ioctl(PERF_EVENT_IOC_SET_BPF)",
+            event: event.to_string(),
+            source,
+        });
     }
     Ok(())
 }
