@@ -1,5 +1,5 @@
 //! bpftrace's language compiled straight to BPF instructions, without LLVM: a program is
-//! parsed ([`parse`]), its attach points resolved against the machine ([`probes`]), typed
+//! parsed ([`parse()`]), its attach points resolved against the machine ([`probes`]), typed
 //! ([`typing`]) and turned into instruction arrays ([`codegen`]); all of that is pure and
 //! tested without root. [`session`] loads the programs through the `bpf(2)` system call
 //! (a private `sys` module), attaches them, reads the maps and prints them as bpftrace 0.17

@@ -9,6 +9,7 @@ mod analyze;
 mod convert;
 mod extract;
 mod format;
+mod gendocs;
 mod list;
 mod probe;
 mod record;
@@ -53,14 +54,24 @@ enum Command {
     Convert(convert::Args),
     /// bpftrace's language compiled to BPF: aggregate in the kernel, print as bpftrace.
     Trace(trace::Args),
+    /// Write the man pages and shell completions (for the repository's docs/).
+    #[command(hide = true)]
+    GenerateDocs(gendocs::Args),
+}
+
+/// The command line, its first help line naming every subcommand.
+fn command() -> clap::Command {
+    let cmd = Cli::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name().to_string())
+        .collect();
+    cmd.about(format!("Linux tracepoints: {}", names.join(", ")))
 }
 
 fn main() {
-    // The first line of `tp --help` names every subcommand.
-    let names: Vec<String> =
-        Cli::command().get_subcommands().map(|c| c.get_name().to_string()).collect();
-    let cmd = Cli::command().about(format!("Linux tracepoints: {}", names.join(", ")));
-    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Report(a) => report::run(a),
         Command::List(a) => list::run(a),
@@ -75,6 +86,7 @@ fn main() {
         Command::Convert(a) => convert::run(a),
         Command::Probe(a) => probe::run(a),
         Command::Trace(a) => trace::run(a),
+        Command::GenerateDocs(a) => gendocs::run(a, command()),
     };
     match result {
         Ok(code) => std::process::exit(code),

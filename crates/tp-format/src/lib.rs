@@ -6,7 +6,7 @@
 //! lock (`tp report` decompresses and counts CPUs in parallel that way); a trait of its own
 //! for positional reads would have this one implementor.
 //!
-//! - [`format`]: `events/SYS/NAME/format` files (fields and print fmt text).
+//! - [`mod@format`]: `events/SYS/NAME/format` files (fields and print fmt text).
 //! - [`header`]: `events/header_page` and `events/header_event`.
 //! - [`printfmt`]: the print fmt expression language, compiled once, rendered per record.
 //! - [`page`]: ring-buffer pages as the kernel writes them.

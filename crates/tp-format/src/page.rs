@@ -22,8 +22,8 @@
 //! | 0 | data, length in `array[0]` (includes that word), data from `array[1]` | 4 + array\[0\] |
 //! | 1..=28 | data of `type_len * 4` bytes from `array[0]` | 4 + type_len * 4 |
 //! | 29 | padding / discarded event; `time_delta == 0`: the rest of the page is empty | 4 + array\[0\] |
-//! | 30 | time extend: `delta = array[0] << 27 | time_delta` | 8 |
-//! | 31 | absolute time stamp: `array[0] << 27 | time_delta`, the upper 5 bits taken from the running time (kernel `rb_fix_abs_ts`) | 8 |
+//! | 30 | time extend: `delta = (array[0] << 27) + time_delta` | 8 |
+//! | 31 | absolute time stamp: `(array[0] << 27) + time_delta`, the upper 5 bits taken from the running time (kernel `rb_fix_abs_ts`) | 8 |
 //!
 //! A data event's time is the running time plus its `time_delta`; the running time starts
 //! at the page timestamp. Padding does not advance the time (as the kernel's reader).

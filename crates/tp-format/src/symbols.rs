@@ -131,7 +131,7 @@ pub struct Resolved<'a> {
 }
 
 impl Kallsyms {
-    /// `/proc/kallsyms` text (see [`parse_table`]); parsed on the first lookup.
+    /// `/proc/kallsyms` text (see `parse_table`); parsed on the first lookup.
     pub fn parse(text: &str) -> Kallsyms {
         Kallsyms::from_text(text.to_string())
     }

@@ -502,7 +502,7 @@ fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// `0-3,5` -> [0,1,2,3,5].
+/// `0-3,5` -> `[0, 1, 2, 3, 5]`.
 pub fn parse_cpu_list(s: &str) -> std::result::Result<Vec<u32>, String> {
     let mut v = Vec::new();
     for part in s.split(',').filter(|p| !p.is_empty()) {

@@ -15,7 +15,7 @@
 //!   `tp_stack::Unwinder` into return addresses first, so one path names and prints
 //!   frame-pointer and DWARF stacks alike.
 //!
-//! Function names come from the ELF symbol tables ([`symtab`], read with `object`), DWARF
+//! Function names come from the ELF symbol tables ([`crate::symtab`], read with `object`), DWARF
 //! lines and inlined functions from blazesym. Each file is read once per run and each
 //! distinct address resolved once, so a stack repeated a million times costs a hash lookup
 //! per frame.

@@ -13,7 +13,7 @@
 //!   events from [`RUST_ID_BASE`]), not by its buffer's name: a kernel instance's buffer has
 //!   a name too. The process ID is the suffix of the buffer's `COMM-PID` name.
 //!
-//! Streaming: a bundle per CPU is flushed every [`BUNDLE_EVENTS`] events, so memory does not
+//! Streaming: a bundle per CPU is flushed every `BUNDLE_EVENTS` (1024) events, so memory does not
 //! grow with the file.
 //!
 //! Clock: timestamps are written as recorded, and the trace says which clock they are on,

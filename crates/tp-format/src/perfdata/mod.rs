@@ -36,7 +36,7 @@
 //! # Writing
 //!
 //! [`Writer`] streams records into a file and patches the header at the end; see
-//! [`write`].
+//! [`mod@write`].
 //!
 //! # Errors
 //!

@@ -9,15 +9,15 @@
 //! - [`Compiled::prints_name`]: whether the kernel prints `name: ` before that text (false
 //!   for the syscall events and ftrace's own events, which the kernel prints with C code).
 //!
-//! Modules: [`lex`] (tokens), [`parse`] (C expressions -> typed [`ast::Node`]s, fields
-//! resolved), [`printf`] (the kernel's vsnprintf rules), [`pointer`] (`%p` extensions),
-//! [`helpers`] (`__print_flags` and friends), [`render`] (evaluation), [`special`] (events
+//! Modules: `lex` (tokens), `parse` (C expressions -> typed `ast::Node`s, fields
+//! resolved), `printf` (the kernel's vsnprintf rules), `pointer` (`%p` extensions),
+//! `helpers` (`__print_flags` and friends), `render` (evaluation), `special` (events
 //! printed by C code).
 //!
 //! Values are typed like C: every node has a size and signedness after promotions and
 //! casts, and a conversion reads the argument as `vsnprintf` would from a `va_list`.
 //!
-//! What cannot be known from the record is printed as `[?]` (see [`render::BAD`]): a field
+//! What cannot be known from the record is printed as `[?]` (see `render::BAD`): a field
 //! beyond the end of a short record, an argument that needs kernel state (kvmmmu's
 //! `trace_seq_printf(p, ...)` with `role.level`, unknown functions or identifiers). Such
 //! arguments are listed by [`Compiled::unsupported`]; the rest of the line still renders.

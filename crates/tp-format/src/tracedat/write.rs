@@ -128,7 +128,7 @@ pub struct WriteStats {
     pub pages: Vec<(usize, u32, u64)>,
 }
 
-/// A trace.dat writer; see the [module documentation](self).
+/// A trace.dat writer; see the [`tracedat`](crate::tracedat) module documentation.
 #[derive(Debug, Clone)]
 pub struct Writer {
     opts: WriterOptions,
