@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
-use tp_format::perfdata::{PerfData, Record};
+use tp_format::perfdata::{context, PerfData, Record};
 
 mod common;
 use common::{Tmp, TP};
@@ -183,7 +183,7 @@ impl Symbols {
 
 /// The user part of a recorded callchain (after PERF_CONTEXT_USER).
 fn user_part(chain: &[u64]) -> &[u64] {
-    match chain.iter().position(|&a| a == tp_stack::PERF_CONTEXT_USER) {
+    match chain.iter().position(|&a| a == context::USER) {
         Some(i) => &chain[i + 1..],
         None => &[],
     }
@@ -282,7 +282,7 @@ fn frame_pointer_stacks_show_the_whole_chain() {
     // The kernel's part too: a raw_syscalls hit is in the kernel's syscall entry.
     let kernel = hits
         .iter()
-        .filter(|h| h.callchain.first() == Some(&PERF_CONTEXT_KERNEL) && h.callchain.len() > 2)
+        .filter(|h| h.callchain.first() == Some(&context::KERNEL) && h.callchain.len() > 2)
         .count();
     at_least_99_percent("kernel frames", kernel, hits.len(), &hits.first().map(|h| &h.callchain));
 
@@ -319,8 +319,6 @@ fn same_as_perf(comm: &str, tp: &[Vec<String>], perf: &[Vec<String>], leading: u
         tp.len()
     );
 }
-
-const PERF_CONTEXT_KERNEL: u64 = (-128i64) as u64;
 
 #[test]
 fn dwarf_stacks_unwind_through_libc_without_frame_pointers() {
@@ -366,11 +364,11 @@ fn modifiers_choose_the_stack_part_and_max_stack_bounds_it() {
         let data = record(&tmp, &args, &exe, 500);
         let (hits, _) = hits(&data, &exe);
         assert!(hits.len() >= 495, "{tag}: {} samples of 500 calls", hits.len());
-        let kernel = hits.iter().filter(|h| h.callchain.contains(&PERF_CONTEXT_KERNEL)).count();
+        let kernel = hits.iter().filter(|h| h.callchain.contains(&context::KERNEL)).count();
         let user = hits.iter().filter(|h| !user_part(&h.callchain).is_empty()).count();
         let most = hits
             .iter()
-            .map(|h| h.callchain.iter().filter(|&&a| a < tp_stack::PERF_CONTEXT_MAX).count())
+            .map(|h| h.callchain.iter().filter(|&&a| a < context::MAX).count())
             .max()
             .unwrap();
         parts.insert(tag, (kernel, user, most));

@@ -27,13 +27,9 @@ use std::sync::Arc;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder as _};
 use object::{Object, ObjectSection, ObjectSegment};
+use tp_format::perfdata::context::USER as PERF_CONTEXT_USER;
 use tp_format::perfdata::record::{Mmap, MmapFile, Record, Sample};
 use tp_format::perfdata::EventAttr;
-
-/// perf's marker before the user part of a callchain (`PERF_CONTEXT_USER`).
-pub const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
-/// Any `PERF_CONTEXT_*` marker is at or above this (`PERF_CONTEXT_MAX` is -4095).
-pub const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 
 /// `PERF_REG_X86_BP`, `_SP`, `_IP`: bit numbers in `sample_regs_user`.
 const REG_BP: u32 = 6;

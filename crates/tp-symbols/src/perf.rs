@@ -28,7 +28,7 @@ use std::rc::Rc;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use object::{Object, ObjectSection, ObjectSegment};
-use tp_format::perfdata::misc;
+use tp_format::perfdata::{context, misc};
 use tp_format::perfdata::{sample, Attr, Features, Record, Sample};
 
 use tp_format::maps::Maps;
@@ -299,10 +299,10 @@ impl Symbols {
             // back. Frame-pointer chains print as recorded.
             let mut user_frames = 0usize;
             for a in chain {
-                if a >= CONTEXT_MAX {
+                if a >= context::MAX {
                     mode = match a {
-                        CONTEXT_KERNEL => misc::KERNEL,
-                        CONTEXT_USER => misc::USER,
+                        context::KERNEL => misc::KERNEL,
+                        context::USER => misc::USER,
                         _ => misc::CPUMODE_UNKNOWN,
                     };
                     continue;
@@ -544,11 +544,6 @@ fn inline_frames(r: &mut Resolved, sym: &blazesym::symbolize::Sym<'_>) {
         r.shown = true;
     }
 }
-
-/// perf's callchain context markers (`PERF_CONTEXT_*` in linux/perf_event.h).
-const CONTEXT_KERNEL: u64 = -128i64 as u64;
-const CONTEXT_USER: u64 = -512i64 as u64;
-const CONTEXT_MAX: u64 = -4095i64 as u64;
 
 /// What is read from a mapped ELF file.
 struct ElfInfo {

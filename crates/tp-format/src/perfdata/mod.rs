@@ -175,6 +175,19 @@ pub mod misc {
     pub const BUILD_ID_SIZE: u16 = 1 << 15;
 }
 
+/// perf's callchain context markers (`PERF_CONTEXT_*` in linux/perf_event.h): entries of a
+/// PERF_SAMPLE_CALLCHAIN that say whose frames follow them.
+pub mod context {
+    pub const HV: u64 = -32i64 as u64;
+    pub const KERNEL: u64 = -128i64 as u64;
+    pub const USER: u64 = -512i64 as u64;
+    pub const GUEST: u64 = -2048i64 as u64;
+    pub const GUEST_KERNEL: u64 = -2176i64 as u64;
+    pub const GUEST_USER: u64 = -2560i64 as u64;
+    /// Every marker is at or above this one.
+    pub const MAX: u64 = -4095i64 as u64;
+}
+
 /// `perf_event_attr.sample_type` bits, in the order their values appear in a sample.
 pub mod sample {
     pub const IP: u64 = 1 << 0;
