@@ -29,8 +29,10 @@ use tp_format::maps::{display_name, Maps};
 use tp_format::perfdata::attr::event_type;
 use tp_format::perfdata::{misc, sample};
 
+use tp_format::render::push_json_str;
+
 use crate::timeline::{Coverage, Ev, IntField, Summary, Timeline};
-use crate::{json_str, Error, Result, Select, TaskFilter};
+use crate::{Error, Result, Select, TaskFilter};
 
 /// x86 page-fault error code bits (arch/x86/include/asm/trap_pf.h).
 const PF_PROT: u64 = 1 << 0;
@@ -608,7 +610,7 @@ fn write_object(
             out.push(',');
         }
         let _ = write!(out, "{{\"pid\":{pid},\"comm\":");
-        json_str(out, tl.comm(cov, *pid));
+        push_json_str(out, tl.comm(cov, *pid));
         out.push(',');
         counts(out, c);
         out.push('}');
@@ -619,7 +621,7 @@ fn write_object(
             out.push(',');
         }
         out.push_str("{\"mapping\":");
-        json_str(out, name);
+        push_json_str(out, name);
         let _ = write!(
             out,
             ",\"faults\":{},\"major\":{},\"minor\":{}}}",
@@ -646,7 +648,7 @@ fn write_object(
             out.push(',');
         }
         let _ = write!(out, "{{\"ip\":{ip},\"kernel\":{kernel},\"name\":");
-        json_str(out, &names.ip(ip, kernel, pid));
+        push_json_str(out, &names.ip(ip, kernel, pid));
         let _ = write!(out, ",\"faults\":{n}}}");
     }
     out.push_str("],\"functions\":[");
@@ -658,7 +660,7 @@ fn write_object(
             out.push(',');
         }
         out.push_str("{\"function\":");
-        json_str(out, &f);
+        push_json_str(out, &f);
         let _ = write!(out, ",\"faults\":{n}}}");
     }
     out.push_str("],\"stacks\":[");
@@ -674,7 +676,7 @@ fn write_object(
             "{{\"pid\":{pid},\"faults\":{n},\"addresses\":[{}],\"names\":",
             addrs.join(",")
         );
-        json_str(out, &stack_name(names, pid, &stack));
+        push_json_str(out, &stack_name(names, pid, &stack));
         out.push('}');
     }
     out.push_str("],\"files\":[");
@@ -683,7 +685,7 @@ fn write_object(
             out.push(',');
         }
         let _ = write!(out, "{{\"dev\":");
-        json_str(out, &dev_name(*dev));
+        push_json_str(out, &dev_name(*dev));
         let _ = write!(out, ",\"inode\":{ino},\"faults\":{n}}}");
     }
     out.push_str("],");

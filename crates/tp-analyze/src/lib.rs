@@ -45,5 +45,5 @@ pub mod syscalls;
 pub mod timeline;
 
 pub use error::{Error, Result};
-pub use select::{dur, json_str, parse_time, secs, Log2Hist, Select, TimeArg};
+pub use select::{dur, parse_time, secs, Log2Hist, Select, TimeArg};
 pub use timeline::{Coverage, Ev, Event, Progress, Summary, TaskFilter, Timeline};

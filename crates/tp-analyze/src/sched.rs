@@ -15,8 +15,10 @@ use std::fmt::Write as _;
 
 use tp_format::format::{EventFormat, Field};
 
+use tp_format::render::push_json_str;
+
 use crate::timeline::{str_field, Ev, IntField, Summary, Timeline};
-use crate::{dur, json_str, secs, Error, Log2Hist, Result, Select};
+use crate::{dur, secs, Error, Log2Hist, Result, Select};
 
 /// The events to record for this analysis.
 pub const EVENTS: &[&str] = &["sched"];
@@ -461,7 +463,7 @@ pub fn write_json(out: &mut String, summary: &Summary<Stats>, tl: &Timeline) {
             out.push(',');
         }
         let _ = write!(out, "{{\"pid\":{pid},\"comm\":");
-        json_str(out, &t.comm);
+        push_json_str(out, &t.comm);
         let _ = write!(
             out,
             ",\"run_ns\":{},\"switches\":{},\"preemptions\":{},\"migrations\":{},\"waits\":{},\"wait_total_ns\":{},\"max_wait\":",

@@ -138,11 +138,6 @@ impl Log2Hist {
     }
 }
 
-/// Append `s` as a JSON string.
-pub fn json_str(out: &mut String, s: &str) {
-    tp_format::render::push_json_str(out, s);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

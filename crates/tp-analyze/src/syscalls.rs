@@ -12,8 +12,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
+use tp_format::render::push_json_str;
+
 use crate::timeline::{Ev, IntField, Summary, Timeline};
-use crate::{dur, json_str, Result, Select, TaskFilter};
+use crate::{dur, Result, Select, TaskFilter};
 
 /// The events to record for this analysis.
 pub const EVENTS: &[&str] = &["raw_syscalls"];
@@ -414,7 +416,7 @@ pub fn write_json(out: &mut String, summary: &Summary<Stats>, tl: &Timeline) {
             if i > 0 {
                 out.push(',');
             }
-            json_str(out, &errno_name(*e));
+            push_json_str(out, &errno_name(*e));
             let _ = write!(out, ":{n}");
         }
         out.push('}');
@@ -425,7 +427,7 @@ pub fn write_json(out: &mut String, summary: &Summary<Stats>, tl: &Timeline) {
             out.push(',');
         }
         let _ = write!(out, "{{\"nr\":{nr},\"name\":");
-        json_str(out, &name(*nr));
+        push_json_str(out, &name(*nr));
         out.push(',');
         call(out, c);
         out.push('}');
@@ -438,7 +440,7 @@ pub fn write_json(out: &mut String, summary: &Summary<Stats>, tl: &Timeline) {
             out.push(',');
         }
         let _ = write!(out, "{{\"pid\":{pid},\"comm\":");
-        json_str(out, tl.comm(cov, *pid));
+        push_json_str(out, tl.comm(cov, *pid));
         let _ = write!(
             out,
             ",\"calls\":{},\"errors\":{},\"timed\":{},\"total_ns\":{},\"max_ns\":{}}}",
@@ -450,7 +452,7 @@ pub fn write_json(out: &mut String, summary: &Summary<Stats>, tl: &Timeline) {
         if i > 0 {
             out.push(',');
         }
-        json_str(out, &name(*nr));
+        push_json_str(out, &name(*nr));
         let _ = write!(out, ":{n}");
     }
     let _ = write!(

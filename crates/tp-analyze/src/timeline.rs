@@ -35,6 +35,8 @@ use tp_format::perfdata::{PerfData, Record, Sample};
 use tp_format::symbols::{Cmdlines, Kallsyms};
 use tp_format::tracedat::{BufferKind, Item, PageSource, Records, TraceDat};
 
+use tp_format::render::push_json_str;
+
 use crate::{Error, Result, Select, TimeArg};
 
 /// A merged record's CPU number carries its buffer's index in the bits above these (as in
@@ -807,7 +809,7 @@ impl Timeline {
                 out.push(',');
             }
             out.push_str("{\"buffer\":");
-            crate::json_str(out, &self.buffers[*b].1);
+            push_json_str(out, &self.buffers[*b].1);
             let _ = write!(out, ",\"cpu\":{cpu},\"events\":{n},\"unknown_gaps\":{g}}}");
         }
         out.push_str("]},\"not_recorded\":[");
@@ -815,14 +817,14 @@ impl Timeline {
             if i > 0 {
                 out.push(',');
             }
-            crate::json_str(out, m);
+            push_json_str(out, m);
         }
         out.push_str("],\"errors\":[");
         for (i, e) in cov.errors.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            crate::json_str(out, e);
+            push_json_str(out, e);
         }
         out.push(']');
     }

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use tp_format::render::json_string;
+
 use crate::types::*;
 
 /// One element of a map as read: its key bytes and each CPU's value bytes (one for a map
@@ -310,13 +312,9 @@ pub fn map_text(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
     out
 }
 
-fn json_str(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
-}
-
 /// A key as `-f json` writes it: the parts joined by commas.
 fn json_key(m: &UserMap, key: &[u8], n: &dyn Names) -> String {
-    json_str(&key_parts(m, key, n).join(","))
+    json_string(&key_parts(m, key, n).join(","))
 }
 
 /// One map as bpftrace's `-f json` line: `{"type": "map", "data": {"@x": ...}}`.
@@ -358,7 +356,7 @@ pub fn map_json(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
                     let v = if t.is_int() {
                         value_text(t, &e.values[0], n)
                     } else {
-                        json_str(&value_text(t, &e.values[0], n))
+                        json_string(&value_text(t, &e.values[0], n))
                     };
                     (json_key(m, &e.key[..m.key_size().min(e.key.len())], n), v)
                 })
@@ -371,7 +369,10 @@ pub fn map_json(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
         let inner: Vec<String> = entries.into_iter().map(|(k, v)| format!("{k}: {v}")).collect();
         format!("{{{}}}", inner.join(", "))
     };
-    format!("{{\"type\": \"{kind}\", \"data\": {{{}: {data}}}}}", json_str(&format!("@{}", m.name)))
+    format!(
+        "{{\"type\": \"{kind}\", \"data\": {{{}: {data}}}}}",
+        json_string(&format!("@{}", m.name))
+    )
 }
 
 fn hist_json(agg: Agg, counts: &[u64]) -> String {

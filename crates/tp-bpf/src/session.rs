@@ -351,7 +351,7 @@ impl<'s> Session<'s> {
                         writeln!(
                             out,
                             "{{\"type\": \"time\", \"data\": {}}}",
-                            serde_json::Value::String(text)
+                            tp_format::render::json_string(&text)
                         )
                         .map_err(io_err)?;
                     } else {
@@ -385,7 +385,7 @@ impl<'s> Session<'s> {
             writeln!(
                 out,
                 "{{\"type\": \"printf\", \"data\": {}}}",
-                serde_json::Value::String(text)
+                tp_format::render::json_string(&text)
             )
             .map_err(io_err)?;
         } else {

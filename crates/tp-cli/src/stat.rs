@@ -7,6 +7,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use tp_format::render::json_string;
 use tp_perf::counter::{online_cpus, CounterOptions, CounterSet, Reading, Target};
 use tp_perf::events::{self, Class, Event, Kind, MachineLookups};
 use tp_tracefs::process::{self, GatedChild, Signals};
@@ -412,20 +413,6 @@ fn header(args: &Args) -> String {
     }
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
 fn print_counts(
     out: &mut impl Write,
     style: &Style,
@@ -521,7 +508,7 @@ fn print_counts(
                 let line = match v {
                     None => format!(
                         "{{\"counter-value\" : \"<not supported>\", \"unit\" : \"\", \"event\" : {}, \"event-runtime\" : 0, \"pcnt-running\" : 100.00}}",
-                        json_str(&ev.name)
+                        json_string(&ev.name)
                     ),
                     Some((m, sd, total)) => {
                         let (mv, mu) = metric(ev, *m, task_clock_ns, elapsed_ns);
@@ -529,10 +516,10 @@ fn print_counts(
                         let var = if runs > 1 { format!(", \"variance\" : {sd:.2}") } else { String::new() };
                         format!(
                             "{{\"counter-value\" : \"{value:.6}\", \"unit\" : \"{unit}\", \"event\" : {}, \"event-runtime\" : {}, \"pcnt-running\" : {:.2}{var}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
-                            json_str(&ev.name),
+                            json_string(&ev.name),
                             total.running / runs as u64,
                             total.running_fraction() * 100.0,
-                            json_str(&mu)
+                            json_string(&mu)
                         )
                     }
                 };
@@ -582,8 +569,8 @@ fn print_interval(
             Style::Json => writeln!(
                 out,
                 "{{\"interval\" : {t:.9}, \"counter-value\" : {}, \"unit\" : \"{unit}\", \"event\" : {}, \"event-runtime\" : {running}, \"pcnt-running\" : {pct:.2}}}",
-                json_str(&value),
-                json_str(&ev.name)
+                json_string(&value),
+                json_string(&ev.name)
             )?,
         }
     }

@@ -7,6 +7,7 @@ pub use crate::printfmt::SymFlags;
 use crate::printfmt::{Compiled, GraphStep, PrintFmtError, RenderCtx};
 use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats, UserMaps};
 use crate::text::{self, Columns, Context};
+use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 /// The tables printing needs besides the formats.
@@ -401,18 +402,36 @@ fn field_value(f: &Field, data: &[u8], be: bool) -> Value {
 /// Append `s` as a JSON string literal.
 pub fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        // Every escaped byte is ASCII: `i` is a character boundary.
+        out.push_str(&s[start..i]);
+        match escaped {
+            "" => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
+            e => out.push_str(e),
         }
+        start = i + 1;
     }
+    out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// `s` as a JSON string (see [`push_json_str`]).
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_str(&mut out, s);
+    out
 }
 
 #[cfg(test)]
@@ -448,7 +467,8 @@ mod tests {
     #[test]
     fn json_escapes() {
         let mut s = String::new();
-        push_json_str(&mut s, "a\"b\\\n\x01");
-        assert_eq!(s, r#""a\"b\\\n\u0001""#);
+        push_json_str(&mut s, "a\"b\\\n\x01\té");
+        assert_eq!(s, r#""a\"b\\\n\u0001\té""#);
+        assert_eq!(json_string("plain"), "\"plain\"");
     }
 }

@@ -447,16 +447,9 @@ fn buffer_of(buffers: &[String], buffer: u16) -> Option<&str> {
 
 /// `"buffer":"NAME",` for JSON.
 fn json_buffer(name: &str) -> String {
-    let mut s = String::from("\"buffer\":\"");
-    for c in name.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            c if (c as u32) < 0x20 => s.push_str(&format!("\\u{:04x}", c as u32)),
-            c => s.push(c),
-        }
-    }
-    s.push_str("\",");
+    let mut s = String::from("\"buffer\":");
+    tp_format::render::push_json_str(&mut s, name);
+    s.push(',');
     s
 }
 
