@@ -48,7 +48,7 @@ pub fn run(args: Args) -> Result<i32> {
         args.file.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         std::process::id()
     ));
-    std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    crate::outfile::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = extract(&args, &tfs, &inst, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let (bytes, nevents, lost, meta) = result?;
@@ -90,8 +90,7 @@ fn extract(
     let mut bytes = 0;
     for &cpu in &cpus {
         let p = dir.join(format!("cpu{cpu}"));
-        let mut f =
-            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+        let mut f = crate::outfile::create_private(&p)?;
         bytes += inst.drain_cpu_to(cpu, &mut f, cap)?;
         files.push((cpu, p));
     }

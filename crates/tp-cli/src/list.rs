@@ -119,10 +119,8 @@ fn run_program(prog: &Path, args: &Args) -> anyhow::Result<i32> {
 /// Run `prog` with `TP_LIST_FORMATS` and parse what it writes: blocks of a `system: SYS`
 /// line, the event's `format` text and an empty line.
 fn program_formats(prog: &Path) -> anyhow::Result<Vec<EventFormat>> {
-    let dir = std::env::temp_dir().join(format!("tp-list-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let file = dir.join("formats");
-    let _ = std::fs::remove_file(&file);
+    let dir = crate::outfile::TempDir::new("tp-list")?;
+    let file = dir.path().join("formats");
     let run = std::process::Command::new(prog)
         .env("TP_LIST_FORMATS", &file)
         .env_remove("TP_RECORD")
@@ -131,7 +129,7 @@ fn program_formats(prog: &Path) -> anyhow::Result<Vec<EventFormat>> {
         .stdout(std::process::Stdio::null())
         .status();
     let bytes = std::fs::read(&file);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     let status = run.with_context(|| format!("running {}", prog.display()))?;
     let bytes = match bytes {
         Ok(b) if status.success() => b,

@@ -11,6 +11,7 @@ mod extract;
 mod format;
 mod gendocs;
 mod list;
+mod outfile;
 mod probe;
 mod record;
 mod report;

@@ -261,7 +261,7 @@ fn record(
     }
     let out = &args.file.output;
     // Before anything is recorded: an output tp could not write is refused now.
-    rescue::check_output(out)?;
+    crate::outfile::check(out)?;
     let opts = output::WriteOptions {
         version: args.file.file_version,
         compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
@@ -393,11 +393,11 @@ fn record(
         Some(d) => user::collect(d)?,
         None => Vec::new(),
     };
-    guard.register(&Action::File(output::tmp_name(out)))?;
+    guard.register(&Action::File(crate::outfile::tmp_name(out)))?;
     let write = || {
         if std::env::var_os("TP_TEST_STALL_WRITING").is_some() {
             // For the tests: a kill while the file is being written.
-            std::fs::write(output::tmp_name(out), b"partial")?;
+            std::fs::write(crate::outfile::tmp_name(out), b"partial")?;
             eprintln!("tp: test: writing {}", out.display());
             std::thread::sleep(Duration::from_secs(30));
         }
@@ -470,7 +470,7 @@ fn user_dir(tmp: &TempPages, user_globs: &[String], user_stacks: bool) -> Result
         return Ok(None);
     }
     let d = tmp.dir.join("user");
-    std::fs::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
+    crate::outfile::create_dir(&d).with_context(|| format!("creating {}", d.display()))?;
     let d = std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?;
     // Before any thread or the child exists: the command inherits the environment.
     user::set_env(user_globs, &d);
@@ -564,7 +564,7 @@ fn write_or_abort(
                     eprintln!("tp: writing {}; Ctrl-C again to abort", out.display());
                     continue;
                 }
-                let _ = std::fs::remove_file(output::tmp_name(out));
+                let _ = std::fs::remove_file(crate::outfile::tmp_name(out));
                 let _ = std::fs::remove_dir_all(&tmp.dir);
                 if inst.is_owned() {
                     let _ = tp_tracefs::instance::remove_instance_dir(inst.dir());
@@ -730,7 +730,7 @@ impl TempPages {
             .unwrap_or_else(|| "trace.dat".into());
         remove_stale_temp(&parent, &name);
         let dir = parent.join(format!(".{name}.tp-{}.d", std::process::id()));
-        std::fs::create_dir(&dir).with_context(|| {
+        crate::outfile::create_dir(&dir).with_context(|| {
             format!(
                 "cannot write -o {}: cannot create files in {}",
                 output.display(),
@@ -745,8 +745,7 @@ impl TempPages {
     }
 
     fn create(&self, cpu: u32) -> Result<File> {
-        let p = self.path(cpu);
-        File::create(&p).with_context(|| format!("creating {}", p.display()))
+        crate::outfile::create_private(&self.path(cpu))
     }
 }
 

@@ -116,9 +116,39 @@ pub fn mkdir(path: &Path) -> Result<()> {
     std::fs::create_dir(path).map_err(|e| Error::sys("mkdir", path, e))
 }
 
-/// Create (or truncate) a regular file and write `data` to it (tp's own state files).
+/// A directory of tp's own state, for its owner only (0700): created so, or, when it exists
+/// and is this process's user's, its mode set so (an earlier tp made it 0755).
+pub fn private_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        r => return r.map_err(|e| Error::sys("mkdir", path, e)),
+    }
+    let m = std::fs::symlink_metadata(path).map_err(|e| Error::sys("stat", path, e))?;
+    if !m.is_dir() {
+        return Err(Error::sys("mkdir", path, std::io::ErrorKind::AlreadyExists.into()));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if m.mode() & 0o077 != 0 && m.uid() == unsafe { libc::geteuid() } {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| Error::sys("chmod", path, e))?;
+    }
+    Ok(())
+}
+
+/// Create (or truncate) a regular file, 0600 and not through a symlink, and write `data` to
+/// it (tp's own state files).
 pub fn write_new_file(path: &Path, data: &[u8]) -> Result<()> {
-    std::fs::write(path, data).map_err(|e| Error::sys("write", path, e))
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::sys("open", path, e))?;
+    f.write_all(data).map_err(|e| Error::sys("write", path, e))
 }
 
 /// rename(2): atomic, so of several processes exactly one moves a file.

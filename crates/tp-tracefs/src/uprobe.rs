@@ -197,12 +197,7 @@ impl RunProbes {
         }
         let dir = std::path::Path::new(RUN_PROBES_DIR);
         for d in [dir.parent().unwrap_or(dir), dir] {
-            if !sys::exists(d) {
-                match sys::mkdir(d) {
-                    Err(e) if e.errno() != Some(libc::EEXIST) => return Err(e),
-                    _ => {}
-                }
-            }
+            sys::private_dir(d)?;
         }
         let text: String = self.probes.iter().map(|p| format!("{p}\n")).collect();
         sys::write_new_file(&self.ledger, text.as_bytes())

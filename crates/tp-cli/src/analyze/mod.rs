@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use anyhow::Context;
+
+use crate::outfile::TempDir;
 use tp_analyze::{parse_time, Summary, TimeArg, Timeline};
 
 /// What every analysis takes: the file, the output form, and which tasks and time.
@@ -140,8 +142,8 @@ fn record_command(
         #[command(flatten)]
         args: crate::record::Args,
     }
-    let dir = TempDir::new()?;
-    let out = dir.0.join(file);
+    let dir = TempDir::new("tp-analyze")?;
+    let out = dir.path().join(file);
     let mut argv: Vec<OsString> = vec!["tp-record".into(), "-q".into(), "-o".into()];
     argv.push(out.clone().into());
     argv.extend(options.iter().map(OsString::from));
@@ -154,26 +156,4 @@ fn record_command(
     let rec = Record::try_parse_from(argv).context("recording the command")?;
     let status = crate::record::run(rec.args)?;
     Ok((dir, out, status))
-}
-
-/// A private temporary directory, removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> anyhow::Result<TempDir> {
-        let base = std::env::temp_dir();
-        for n in 0..100u32 {
-            let p = base.join(format!("tp-analyze-{}-{n}", std::process::id()));
-            if std::fs::create_dir(&p).is_ok() {
-                return Ok(TempDir(p));
-            }
-        }
-        anyhow::bail!("cannot create a temporary directory in {}", base.display())
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

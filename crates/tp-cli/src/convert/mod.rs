@@ -38,14 +38,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 fn to_perfetto(input: &Path, output: &Path) -> anyhow::Result<i32> {
     let tl = crate::analyze::open(input)?;
-    let file = std::fs::File::create(output)
-        .with_context(|| format!("cannot create {}", output.display()))?;
+    let (file, pending) = crate::outfile::create(output)?;
     let w = perfetto::write(&tl, file).map_err(|e| match e {
         tp_analyze::Error::Output(io) => {
             anyhow::Error::new(io).context(format!("writing {}", output.display()))
         }
         e => e.into(),
     })?;
+    pending.commit()?;
     if let Some(clock) = &w.unnamed_clock {
         eprintln!(
             "tp: clock {clock:?} has no name in Perfetto: its times are shown as boot time (order and spacing as recorded; record with -C mono to have them placed right)"
@@ -82,12 +82,13 @@ fn to_firefox(input: &Path, output: &Path) -> anyhow::Result<i32> {
     })?;
     let ff = firefox::profile(&data, &format!("tp convert -i {name}"))?;
     let status = crate::report::perf::say_walk_errors(&name, &ff.errors, &ff.notes);
-    let out = std::fs::File::create(output)
-        .with_context(|| format!("cannot create {}", output.display()))?;
+    let (out, pending) = crate::outfile::create(output)?;
     let mut w = std::io::BufWriter::new(out);
     serde_json::to_writer(&mut w, &ff.profile)
         .with_context(|| format!("cannot write {}", output.display()))?;
     std::io::Write::flush(&mut w).with_context(|| format!("cannot write {}", output.display()))?;
+    drop(w);
+    pending.commit()?;
     eprintln!(
         "tp: {}: {} samples of {} threads in {} processes (profiler.firefox.com: Load a profile from file)",
         output.display(),

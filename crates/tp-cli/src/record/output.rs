@@ -233,8 +233,7 @@ pub fn write_tracedat_with_user(
         page_size: meta.page_size(),
         ..td::WriterOptions::default()
     };
-    let tmp = tmp_name(out);
-    let file = std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
+    let (file, pending) = crate::outfile::create(out)?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     let res = td::Writer::new(wopts).write(&mut w, &m, buffers);
     let res = res.map_err(anyhow::Error::from).and_then(|_| {
@@ -243,19 +242,9 @@ pub fn write_tracedat_with_user(
         Ok(())
     });
     drop(w);
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.context(format!("writing {}", out.display())));
-    }
-    // Complete but not in place: it stays, and the message says where the data is.
-    std::fs::rename(&tmp, out).with_context(|| {
-        format!(
-            "the recording is complete in {}, but renaming it to {} failed",
-            tmp.display(),
-            out.display()
-        )
-    })?;
-    Ok(())
+    // A failed write's temporary file goes with `pending`.
+    res.map_err(|e| e.context(format!("writing {}", out.display())))?;
+    pending.commit()
 }
 
 /// The CPUSTAT texts as trace-cmd writes them: `CPU: N` before each CPU's stats, and a
@@ -273,11 +262,4 @@ fn cpustats(buffer: &str, stats: &[&CpuStats]) -> Vec<String> {
             format!("{head}CPU: {}\n{}", s.cpu, s.text)
         })
         .collect()
-}
-
-/// The temporary name the file is written under, beside `out`.
-pub fn tmp_name(out: &Path) -> PathBuf {
-    let mut name = out.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "trace.dat".into());
-    name.push(format!(".tp-{}.tmp", std::process::id()));
-    out.with_file_name(name)
 }

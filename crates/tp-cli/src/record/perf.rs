@@ -251,6 +251,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         bail!("tp record --perf: give events with -e (e.g. -e cpu-clock, -e sched:sched_switch)");
     }
     let out_path = req.output.map(|p| p.to_path_buf()).unwrap_or_else(|| "perf.data".into());
+    crate::outfile::check(&out_path)?;
     let names: Vec<&str> =
         req.events.iter().flat_map(|e| e.split(',')).filter(|e| !e.is_empty()).collect();
     let specs = names.iter().map(|n| events::parse(n)).collect::<Result<Vec<_>, _>>()?;
@@ -342,8 +343,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         }
         attrs.push(WriterAttr { attr: counter::file_attr(ev, &o), ids, name: ev.name.clone() });
     }
-    let file = std::fs::File::create(&out_path)
-        .with_context(|| format!("create {}", out_path.display()))?;
+    let (file, pending) = crate::outfile::create(&out_path)?;
     let mut w = Writer::new(BufWriter::with_capacity(OUT_BUFFER, file), attrs)
         .with_context(|| format!("writing {}", out_path.display()))?;
     // The first write that fails (a full disk) stops the recording; the file is then cut
@@ -457,7 +457,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         }) {
             Ok(w) => w,
             Err(e) => {
-                let _ = std::fs::remove_file(&out_path);
+                drop(pending);
                 bail!("{}: {e}; removed it", stopped_by(failed.as_ref(), &out_path));
             }
         };
@@ -465,6 +465,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let (_, stats) = w
         .finish(&features, tracing.as_deref())
         .with_context(|| format!("writing {}", out_path.display()))?;
+    pending.commit()?;
     if failed.is_some() {
         let unwritten = recorded.samples - stats.samples;
         let waiting = match (&child, exited) {

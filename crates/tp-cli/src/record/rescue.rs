@@ -3,42 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tp_tracefs::{Instance, Tracefs};
 
 use super::output::{self, Metadata, WriteOptions};
-
-/// Refuse an output tp could not write, before anything is recorded: a directory, a
-/// directory that does not exist, something that is not a regular file (renaming the
-/// finished file onto `/dev/null` would replace the device).
-pub fn check_output(out: &Path) -> Result<()> {
-    let shown = out.display();
-    if out.as_os_str().as_encoded_bytes().ends_with(b"/") || out.is_dir() {
-        bail!(
-            "-o {shown} is a directory: give a file name (e.g. -o {})",
-            out.join("trace.dat").display()
-        );
-    }
-    if let Ok(m) = std::fs::symlink_metadata(out) {
-        if !m.is_file() {
-            bail!("-o {shown} exists and is not a regular file: give another name");
-        }
-    }
-    let parent = parent_of(out);
-    match std::fs::metadata(&parent) {
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => bail!("-o {shown}: {} is not a directory", parent.display()),
-        Err(e) => bail!("-o {shown}: directory {} does not exist ({e})", parent.display()),
-    }
-}
-
-/// The directory the output goes into.
-pub fn parent_of(out: &Path) -> PathBuf {
-    match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
 
 /// The guard's rescue (see [`tp_tracefs::guard`]): tp died. Now, while the guard holds the
 /// instances: drain what they still hold into the page files and read the metadata. Then

@@ -151,11 +151,13 @@ fn folded<R: std::io::Read + std::io::Seek>(
         if f.lines.is_empty() {
             anyhow::bail!("{}: no sample with a stack to draw", args.input);
         }
-        let file = std::fs::File::create(svg).with_context(|| format!("cannot create {svg}"))?;
+        let (file, pending) = crate::outfile::create(std::path::Path::new(svg))?;
         let mut w = std::io::BufWriter::new(file);
         folded::flamegraph(&f.lines, &format!("tp report -i {}", args.input), &mut w)
             .with_context(|| format!("cannot write the flame graph to {svg}"))?;
         std::io::Write::flush(&mut w).with_context(|| format!("cannot write {svg}"))?;
+        drop(w);
+        pending.commit()?;
         let (samples, stacks) = (f.samples, f.lines.len());
         eprintln!("tp: {svg}: flame graph of {samples} samples ({stacks} distinct stacks)");
         return Ok(status);

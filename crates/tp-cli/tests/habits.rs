@@ -1,0 +1,141 @@
+//! Habits and privileges (issue 22): the files tp writes are created safely (never through
+//! a symlink, 0600 whatever the umask), and text bound for tracefs control files is checked.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{require_tracefs, run, Tmp, TP};
+
+/// `tp ARGS` under umask 022 (root's usual), stdin closed.
+fn tp_umask_022(args: &[&str]) -> Output {
+    let line = std::iter::once(TP)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Command::new("sh")
+        .args(["-c", &format!("umask 022; exec {line}")])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// `out` is a symlink to a file holding "victim": after `args` (which write `out`) the
+/// victim is unchanged and `out` is a regular file of mode 0600.
+fn writes_safely(t: &Tmp, out: &Path, args: &[&str]) {
+    let victim = t.path(&format!("victim-of-{}", out.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&victim, "victim").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink(&victim, out).unwrap();
+    let r = tp_umask_022(args);
+    assert!(
+        r.status.success(),
+        "tp {args:?}: {}\n{}",
+        r.status,
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim", "tp {args:?} wrote through");
+    let m = std::fs::symlink_metadata(out).unwrap();
+    assert!(m.is_file(), "tp {args:?}: {} is not a regular file", out.display());
+    assert_eq!(m.mode() & 0o777, 0o600, "tp {args:?}: mode of {}", out.display());
+    assert!(m.len() > 0, "tp {args:?}: {} is empty", out.display());
+    // Nothing else is left beside it.
+    let left: Vec<String> = std::fs::read_dir(&t.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tp-"))
+        .collect();
+    assert!(left.is_empty(), "tp {args:?} left {left:?}");
+}
+
+#[test]
+fn every_written_file_is_private_and_never_written_through_a_symlink() {
+    require_tracefs();
+    let t = Tmp::new("symlinks");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    // tp record, the tracefs door (trace.dat) and the perf door (perf.data, with stacks).
+    let dat = t.path("out.dat");
+    writes_safely(
+        &t,
+        &dat,
+        &["record", "-q", "-e", "sched:sched_process_exec", "-o", &s(&dat), "--", "true"],
+    );
+    let data = t.path("out.data");
+    writes_safely(
+        &t,
+        &data,
+        &["record", "-q", "-e", "page-faults", "-g", "-o", &s(&data), "--", "true"],
+    );
+    // tp convert, both formats.
+    let pf = t.path("out.perfetto");
+    writes_safely(&t, &pf, &["convert", "--to", "perfetto", "-i", &s(&dat), "-o", &s(&pf)]);
+    let ff = t.path("out.json");
+    writes_safely(&t, &ff, &["convert", "--to", "firefox", "-i", &s(&data), "-o", &s(&ff)]);
+    // tp report --flamegraph.
+    let svg = t.path("out.svg");
+    writes_safely(&t, &svg, &["report", "-i", &s(&data), "--flamegraph", &s(&svg)]);
+    // tp extract, from a private instance.
+    let tfs = tp_tracefs::Tracefs::discover().unwrap();
+    let inst = tp_tracefs::Instance::create(&tfs).unwrap();
+    let ev = tp_tracefs::EventId::new("sched", "sched_process_exec");
+    inst.enable(&ev).unwrap();
+    run(&mut Command::new("true"));
+    let x = t.path("out.extract");
+    writes_safely(&t, &x, &["extract", "-q", "-B", inst.name(), "-o", &s(&x)]);
+}
+
+#[test]
+fn the_probe_ledger_directory_is_the_owners_only() {
+    require_tracefs();
+    let t = Tmp::new("ledger");
+    // A run that defines a probe lists it in /run/tp/uprobes/PID.
+    let py = "/usr/bin/python3.11";
+    let out = t.path("x.dat");
+    let r = tp_umask_022(&[
+        "record",
+        "-q",
+        "-e",
+        &format!("usdt:{py}:python:function__entry"),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        py,
+        "-c",
+        "pass",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    for d in ["/run/tp", "/run/tp/uprobes"] {
+        let m = std::fs::metadata(d).unwrap();
+        assert_eq!(m.mode() & 0o077, 0, "{d} is open to others: {:o}", m.mode() & 0o777);
+    }
+    assert_eq!(std::fs::metadata(&out).unwrap().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn under_sudo_the_files_belong_to_the_sudo_user() {
+    require_tracefs();
+    let t = Tmp::new("sudo-owner");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let dat = t.path("out.dat");
+    let data = t.path("out.data");
+    for args in [
+        vec!["record", "-q", "-e", "sched:sched_process_exec", "-o", &s(&dat), "--", "true"],
+        vec!["record", "-q", "-e", "page-faults", "-o", &s(&data), "--", "true"],
+    ] {
+        let r = Command::new(TP)
+            .args(&args)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65533")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
+    }
+    for f in [&dat, &data] {
+        let m = std::fs::metadata(f).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65533), "{}", f.display());
+    }
+}
