@@ -10,7 +10,10 @@
 #        compressing as the recorder does: printed per round beside the enabled cost, with
 #        the events lost, the memory the thread's buffer grew to (a burst that outruns
 #        compression faults it in, in the kernel time shown), so a slow round shows whether
-#        the clock read or the memory was slow.
+#        the clock read or the memory was slow. Also the floor: rdtsc plus a 32-byte store
+#        into a thread-local buffer (in the L1 cache, and streaming through 64 MiB), the
+#        least an event can cost; per round tp - rdtsc and tp - floor (same run), and their
+#        medians.
 # peer:  ../shared/peers/lttng-ust/run.sh N (LTTng-UST, a real lttng session; needs Debian
 #        lttng-tools liblttng-ust-dev).
 # Each configuration runs ROUNDS times (default 3), interleaved; the median is reported, and
@@ -111,16 +114,24 @@ printf '%-22s %12s %12s\n' "tp, 1 thread" "$(cpu tp1 disabled)" "$t1c"
 printf '%-22s %12s %12s\n' "tp, 2 threads (each)" "$(cpu tp2 disabled)" "$(cpu tp2 enabled)"
 printf '%-22s %12s %12s\n' "lttng-ust / tp" "" "$(ratio "$lt_cpu" "$t1c")"
 echo "tp events lost per round: 1 thread $(lost tp1), 2 threads $(lost tp2)"
-echo "tp per round, 1 thread: enabled | rdtsc | rdtsc beside compression (wall ns); enabled | rdtsc (thread CPU ns); of enabled, kernel (page faults) ns; lost; buffer MiB"
+echo "tp per round, 1 thread: enabled | rdtsc | rdtsc beside compression | floor | floor streaming (wall ns); enabled - rdtsc, enabled - floor (wall ns); enabled | rdtsc | floor (thread CPU ns); of enabled, kernel (page faults) ns; lost; buffer MiB"
 for r in $(seq "$ROUNDS"); do
-  w=$(awk '/^tp enabled/ { e = $3 } /^tp rdtsc / { t = $3 } /^tp rdtsc-busy/ { b = $3 } END { printf "%s | %s | %s", e, t, b }' "$work/tp1.$r")
+  w=$(awk '/^tp enabled/ { e = $3 } /^tp rdtsc / { t = $3 } /^tp rdtsc-busy/ { b = $3 } /^tp floor / { f = $3 } /^tp floor-stream/ { s = $3 }
+    END { printf "%s | %s | %s | %s | %s; %+.2f, %+.2f", e, t, b, f, s, e - t, e - f }' "$work/tp1.$r")
   c=$(sed -n 's/.*enabled \([0-9.]*\) ns\/event.*/\1/p' "$work/tp1.err.$r")
   rc=$(sed -n 's/.*rdtsc thread-cpu-time: \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
+  rc="$rc | $(sed -n 's/.*floor thread-cpu-time: \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")"
   l=$(sed -n 's/.*lost \([0-9]*\),.*/\1/p' "$work/tp1.err.$r")
   h=$(sed -n 's/.*buffers at most \([0-9]*\) MiB.*/\1/p' "$work/tp1.err.$r")
   k=$(sed -n 's/.*thread-kernel-time over the enabled loop: \([0-9.]*\) ns.*/\1/p' "$work/tp1.err.$r")
   echo "  round $r: $w; $c | $rc; kernel $k; lost $l; buffer $h MiB"
 done
+diffs() { # median over rounds of (tp enabled - the line matching $1), wall ns
+  for r in $(seq "$ROUNDS"); do
+    awk -v pat="$1" '/^tp enabled/ { e = $3 } $0 ~ pat { t = $3 } END { printf "%.2f\n", e - t }' "$work/tp1.$r"
+  done | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+echo "tp enabled - rdtsc, median of rounds: $(diffs '^tp rdtsc ') ns; enabled - floor: $(diffs '^tp floor ') ns; enabled - floor streaming: $(diffs '^tp floor-stream') ns"
 echo "tp enabled wall per round: 1 thread $(for r in $(seq "$ROUNDS"); do awk '/^tp enabled/ { print $3 }' "$work/tp1.$r"; done | paste -sd/ -), lttng-ust enabled wall per round: $(if [ $have_peer = 1 ]; then for r in $(seq "$ROUNDS"); do awk '/enabled/ { print $3 }' "$work/lt.$r"; done | paste -sd/ -; else echo n/a; fi)"
 echo "machine: $(nproc) cores; $load_before (before), $(uptime | sed 's/.*load average/load average/') (after)"
 [ $have_peer = 1 ] || echo "(lttng-ust peer not run: install lttng-tools liblttng-ust-dev)"

@@ -11,7 +11,10 @@
 //! each event makes, whose cost is the host's (it moves between runs of the same binary),
 //! and `tp rdtsc-busy Y ns/read`: the same while another thread compresses pages with zstd
 //! as the recorder's background thread does (if the two CPUs are hyperthreads of one core
-//! on the host, that thread slows the reads). The enabled loop's kernel time per event goes
+//! on the host, that thread slows the reads). `tp floor Z ns/event` is the least an event
+//! can cost: an `rdtsc` read and a 32-byte store into a thread-local buffer that stays in
+//! the L1 cache; `tp floor-stream` the same into a 64 MiB buffer, which streams through
+//! memory as the recorder's pages do. The enabled loop's kernel time per event goes
 //! to stderr too: a burst that outruns compression faults fresh memory into the thread's
 //! buffer, whose cost on a VM moves with the host from run to run.
 //! The recorder runs at its defaults; `TP_PAGES` sets the pages per thread buffer and
@@ -97,6 +100,10 @@ fn main() {
     println!("tp rdtsc {rdtsc_wall:.2} ns/read");
     let (busy_wall, busy_cpu) = beside_compression(rdtsc_ns);
     println!("tp rdtsc-busy {busy_wall:.2} ns/read");
+    let (floor_wall, floor_cpu) = floor_ns(FLOOR_PAGE);
+    println!("tp floor {floor_wall:.2} ns/event");
+    let (stream_wall, stream_cpu) = floor_ns(FLOOR_STREAM);
+    println!("tp floor-stream {stream_wall:.2} ns/event");
     let rec = b.start().expect("recorder");
     let p0 = process_cpu_ns();
     let (enabled, enabled_cpu, enabled_kernel) = run(n, threads);
@@ -110,6 +117,9 @@ fn main() {
         "tp thread-kernel-time over the enabled loop: {enabled_kernel:.2} ns/event (page faults)"
     );
     eprintln!("tp rdtsc thread-cpu-time: {rdtsc_cpu:.2} ns/read, {busy_cpu:.2} beside compression");
+    eprintln!(
+        "tp floor thread-cpu-time: {floor_cpu:.2} ns/event, streaming {stream_cpu:.2} ns/event"
+    );
     eprintln!("tp process-cpu-time over the enabled loop: {process_cpu:.2} ns/event (all threads)");
     eprintln!(
         "tp recorded {} events, lost {}, {} pages in {} streams, file {} bytes, buffers at most {} MiB ({} threads, clock {})",
@@ -143,6 +153,50 @@ fn rdtsc_ns() -> (f64, f64) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     (f64::NAN, f64::NAN)
+}
+
+/// Bytes of the floor loop's buffer: one page, which stays in the L1 cache.
+const FLOOR_PAGE: usize = 4096;
+/// The streaming floor's buffer: 64 MiB, larger than the caches, as the recorder's pages are.
+const FLOOR_STREAM: usize = 64 << 20;
+
+thread_local! {
+    static FLOOR_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The least an event can cost: per event, one `rdtsc` read and a 32-byte store (the
+/// benchmark event's size, header included) at the next offset of a thread-local buffer of
+/// `size` bytes (faulted in first), wrapping at its end. Wall and thread-CPU ns per event,
+/// over 10 million events.
+fn floor_ns(size: usize) -> (f64, f64) {
+    FLOOR_BUF.with_borrow_mut(|buf| {
+        *buf = vec![1u8; size];
+        let n = 10_000_000u64;
+        let t = Instant::now();
+        let c0 = cpu_ns();
+        floor_loop(n, buf);
+        let cpu = (cpu_ns() - c0) as f64 / n as f64;
+        let wall = t.elapsed().as_nanos() as f64 / n as f64;
+        std::hint::black_box(&buf[..]);
+        (wall, cpu)
+    })
+}
+
+#[inline(never)]
+fn floor_loop(n: u64, buf: &mut [u8]) {
+    let mask = buf.len() - 1;
+    let mut off = 0;
+    for i in 0..n {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
+        let ts = unsafe { core::arch::x86_64::_rdtsc() };
+        #[cfg(not(target_arch = "x86_64"))]
+        let ts = i;
+        let rec = [ts, i << 32 | 7, i * 3, i];
+        // SAFETY: `off` is a multiple of 32 below the buffer's length (a power of two).
+        unsafe { (buf.as_mut_ptr().add(off) as *mut [u64; 4]).write_unaligned(rec) };
+        off = (off + 32) & mask;
+    }
 }
 
 /// Run `f` while another thread compresses pages of the benchmark event (zstd -1, 64 pages
