@@ -22,11 +22,9 @@ pub struct Dsos {
 impl Dsos {
     /// A record on its way to the file: an MMAP2's file is noted.
     pub fn note_record(&mut self, rec: &[u8]) {
-        let kind = rec.get(..4).map(|k| u32::from_ne_bytes(k.try_into().expect("4 bytes")));
-        if rec.len() < 8 || kind != Some(pd::kind::MMAP2) {
+        let Some(raw) = pd::RawRecord::from_bytes(rec).filter(|r| r.kind == pd::kind::MMAP2) else {
             return;
-        }
-        let raw = pd::record::RawRecord { kind: pd::kind::MMAP2, misc: 0, bytes: rec, offset: 0 };
+        };
         if let Ok(pd::Record::Mmap2(m, _)) = raw.parse(None) {
             self.note(m.filename);
         }

@@ -17,6 +17,21 @@ pub struct RawRecord<'a> {
 }
 
 impl<'a> RawRecord<'a> {
+    /// A whole record (header included) as it lies in a ring buffer or a file, in tp's
+    /// byte order (little-endian, as everything this module reads); `None` when `bytes` is
+    /// shorter than the 8-byte header.
+    pub fn from_bytes(bytes: &'a [u8]) -> Option<RawRecord<'a>> {
+        if bytes.len() < 8 {
+            return None;
+        }
+        Some(RawRecord {
+            kind: super::u32_at(bytes, 0),
+            misc: super::u16_at(bytes, 4),
+            bytes,
+            offset: 0,
+        })
+    }
+
     /// The record's body, after the header.
     pub fn body(&self) -> &'a [u8] {
         &self.bytes[8.min(self.bytes.len())..]
