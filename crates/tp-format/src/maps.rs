@@ -80,9 +80,64 @@ pub fn display_name(name: &str) -> &str {
     }
 }
 
+/// One line of `/proc/PID/maps`: `START-END PERMS OFFSET MAJ:MIN INODE [NAME]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcMapsLine<'a> {
+    pub start: u64,
+    pub end: u64,
+    /// `rwxp` or `r-xs`: read, write, execute, then `p` (private) or `s` (shared).
+    pub perms: &'a str,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// The file's device (major, minor).
+    pub dev: (u32, u32),
+    pub inode: u64,
+    /// The file, or the kernel's name (`[heap]`, `[vdso]`); empty for anonymous memory.
+    /// Everything after the inode (a name may hold spaces, or end in ` (deleted)`).
+    pub name: &'a str,
+}
+
+impl ProcMapsLine<'_> {
+    /// Whether the mapping is executable.
+    pub fn is_exec(&self) -> bool {
+        self.perms.as_bytes().get(2) == Some(&b'x')
+    }
+}
+
+/// Parse one line of `/proc/PID/maps`; `None` for a line that is not one.
+pub fn parse_proc_maps_line(line: &str) -> Option<ProcMapsLine<'_>> {
+    let mut f = line.splitn(6, ' ');
+    let (range, perms, off, dev, ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+    let name = f.next().map_or("", str::trim_start);
+    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
+    let (a, b) = range.split_once('-')?;
+    let (maj, min) = dev.split_once(':')?;
+    let dev = (u32::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?);
+    let (offset, inode) = (hex(off)?, ino.parse().ok()?);
+    Some(ProcMapsLine { start: hex(a)?, end: hex(b)?, perms, offset, dev, inode, name })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_maps_lines_parse() {
+        let l = "7f1c2a600000-7f1c2a628000 r-xp 00001000 fe:01 1234     /usr/lib/libc.so.6";
+        let m = parse_proc_maps_line(l).unwrap();
+        assert_eq!((m.start, m.end, m.offset), (0x7f1c2a600000, 0x7f1c2a628000, 0x1000));
+        assert_eq!(
+            (m.perms, m.dev, m.inode, m.name),
+            ("r-xp", (0xfe, 1), 1234, "/usr/lib/libc.so.6")
+        );
+        assert!(m.is_exec());
+        let anon = parse_proc_maps_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0 ").unwrap();
+        assert_eq!(anon.name, "");
+        assert!(!anon.is_exec());
+        let spaced = "1000-2000 r--p 00000000 08:01 7 /tmp/a b (deleted)";
+        assert_eq!(parse_proc_maps_line(spaced).unwrap().name, "/tmp/a b (deleted)");
+        assert_eq!(parse_proc_maps_line("x"), None);
+    }
 
     #[test]
     fn finds_replaces_forks_and_execs() {

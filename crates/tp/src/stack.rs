@@ -154,14 +154,9 @@ pub(crate) fn self_maps() -> tp_format::tracedat::ProcMaps {
     let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
     let maps = text
         .lines()
-        .filter_map(|l| {
-            // `START-END PERMS OFFSET DEV INODE NAME`
-            let mut f = l.split_whitespace();
-            let (start, end) = f.next()?.split_once('-')?;
-            let name = f.nth(4)?;
-            let start = u64::from_str_radix(start, 16).ok()?;
-            Some(LibMap { start, end: u64::from_str_radix(end, 16).ok()?, name: name.to_string() })
-        })
+        .filter_map(tp_format::maps::parse_proc_maps_line)
+        .filter(|m| !m.name.is_empty())
+        .map(|m| LibMap { start: m.start, end: m.end, name: m.name.to_string() })
         .collect();
     let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
     ProcMaps { pid: std::process::id() as i32, comm: comm.trim().to_string(), maps }

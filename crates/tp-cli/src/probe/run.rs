@@ -213,12 +213,9 @@ fn mapped_files(pids: &[i32]) -> Result<Vec<PathBuf>> {
     for pid in pids {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .with_context(|| format!("reading /proc/{pid}/maps (is process {pid} running?)"))?;
-        for l in maps.lines() {
-            let mut w = l.split_whitespace();
-            let perms = w.nth(1).unwrap_or("");
-            let path = w.nth(3).unwrap_or("");
-            if perms.contains('x') && path.starts_with('/') {
-                let p = PathBuf::from(path);
+        for m in maps.lines().filter_map(tp_format::maps::parse_proc_maps_line) {
+            if m.is_exec() && m.name.starts_with('/') {
+                let p = PathBuf::from(m.name);
                 if !out.contains(&p) && std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {
                     out.push(p);
                 }

@@ -22,7 +22,7 @@ use tp_perf::counter::{self, Counter, CounterOptions, Sampling, Target};
 use tp_perf::events::Event;
 use tp_perf::Ring;
 
-use tp_format::maps::{display_name, Maps};
+use tp_format::maps::{display_name, parse_proc_maps_line, Maps};
 
 /// Data pages per CPU ring (1 MiB): some 8,000 mapping records.
 const RING_PAGES: usize = 256;
@@ -119,8 +119,9 @@ impl MapsRecorder {
         for (pid, comm, text) in &self.initial {
             comms.insert(*pid, comm.clone());
             for line in text.lines() {
-                if let Some((start, end, pgoff, name)) = proc_maps_line(line) {
-                    maps.map(*pid, start, end - start, pgoff, name);
+                if let Some(m) = parse_proc_maps_line(line) {
+                    let name = if m.name.is_empty() { "//anon" } else { m.name };
+                    maps.map(*pid, m.start, m.end - m.start, m.offset, name);
                 }
             }
         }
@@ -129,7 +130,9 @@ impl MapsRecorder {
         let mut lost = 0;
         for r in &mut self.rings {
             r.read(|rec| {
-                let time = raw(rec).parse(Some(&self.attr)).ok().and_then(|r| time_of(&r));
+                let parsed =
+                    pd::RawRecord::from_bytes(rec).and_then(|r| r.parse(Some(&self.attr)).ok());
+                let time = parsed.and_then(|r| time_of(&r));
                 records.push((time.unwrap_or(0), records.len(), rec.to_vec()));
             });
             let s = r.stats();
@@ -137,17 +140,17 @@ impl MapsRecorder {
         }
         records.sort_by_key(|r| (r.0, r.1));
         for (_, _, bytes) in &records {
-            match raw(bytes).parse(Some(&self.attr)) {
-                Ok(Record::Mmap2(m, _) | Record::Mmap(m, _)) => {
+            match pd::RawRecord::from_bytes(bytes).map(|r| r.parse(Some(&self.attr))) {
+                Some(Ok(Record::Mmap2(m, _) | Record::Mmap(m, _))) => {
                     maps.map(m.pid as i32, m.addr, m.len, m.pgoff, m.filename)
                 }
-                Ok(Record::Comm { pid, tid, comm, exec, .. }) if pid == tid => {
+                Some(Ok(Record::Comm { pid, tid, comm, exec, .. })) if pid == tid => {
                     if exec {
                         maps.exec(pid as i32);
                     }
                     comms.insert(pid as i32, comm.to_string());
                 }
-                Ok(Record::Fork(t, _)) if t.pid != t.ppid => {
+                Some(Ok(Record::Fork(t, _))) if t.pid != t.ppid => {
                     maps.fork(t.pid as i32, t.ppid as i32);
                     if let Some(c) = comms.get(&(t.ppid as i32)).cloned() {
                         comms.insert(t.pid as i32, c);
@@ -175,12 +178,6 @@ impl MapsRecorder {
     }
 }
 
-fn raw(bytes: &[u8]) -> pd::RawRecord<'_> {
-    let kind = u32::from_le_bytes(bytes[0..4].try_into().expect("a record header"));
-    let misc = u16::from_le_bytes([bytes[4], bytes[5]]);
-    pd::RawRecord { kind, misc, bytes, offset: 0 }
-}
-
 fn time_of(r: &Record<'_>) -> Option<u64> {
     match r {
         Record::Mmap(_, id) | Record::Mmap2(_, id) | Record::Fork(_, id) | Record::Exit(_, id) => {
@@ -188,32 +185,5 @@ fn time_of(r: &Record<'_>) -> Option<u64> {
         }
         Record::Comm { id, .. } => id.time,
         _ => None,
-    }
-}
-
-/// A `/proc/PID/maps` line: (start, end, file offset, name; `//anon` when it has none).
-fn proc_maps_line(line: &str) -> Option<(u64, u64, u64, &str)> {
-    let mut f = line.splitn(6, ' ');
-    let (range, _perms, off, _dev, _ino) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-    let name = f.next().map(str::trim_start).filter(|n| !n.is_empty()).unwrap_or("//anon");
-    let (a, b) = range.split_once('-')?;
-    let hex = |s: &str| u64::from_str_radix(s, 16).ok();
-    Some((hex(a)?, hex(b)?, hex(off)?, name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn proc_maps_lines_parse() {
-        let l = "7f1c2a600000-7f1c2a628000 r--p 00001000 fe:00 1234 /usr/lib/libc.so.6";
-        assert_eq!(
-            proc_maps_line(l),
-            Some((0x7f1c2a600000, 0x7f1c2a628000, 0x1000, "/usr/lib/libc.so.6"))
-        );
-        let anon = "7ffd1000-7ffd2000 rw-p 00000000 00:00 0 ";
-        assert_eq!(proc_maps_line(anon).unwrap().3, "//anon");
-        assert_eq!(proc_maps_line("x"), None);
     }
 }

@@ -580,42 +580,36 @@ fn synthesize_task<W: std::io::Write + std::io::Seek>(
     }
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return Ok(()) };
     for line in maps.lines() {
-        let f: Vec<&str> = line.splitn(6, ' ').collect();
-        let [range, perms, off, dev, ino, rest] = f[..] else { continue };
-        let path = rest.trim_start();
-        if (!data && !perms.contains('x')) || path.is_empty() {
+        let Some(m) = tp_format::maps::parse_proc_maps_line(line) else { continue };
+        if (!data && !m.is_exec()) || m.name.is_empty() {
             continue;
         }
-        let (Some((a, b)), Some((maj, min))) = (range.split_once('-'), dev.split_once(':')) else {
-            continue;
-        };
-        let hex = |s: &str| u64::from_str_radix(s, 16).unwrap_or(0);
-        let (start, end) = (hex(a), hex(b));
-        let prot = perms
+        let prot = m
+            .perms
             .chars()
             .zip([libc::PROT_READ, libc::PROT_WRITE, libc::PROT_EXEC])
             .filter(|(c, _)| *c != '-')
             .map(|(_, p)| p)
             .sum::<i32>();
-        let flags = if perms.ends_with('s') { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+        let flags = if m.perms.ends_with('s') { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
         let map = pd::record::Mmap {
             pid: pid as u32,
             tid: pid as u32,
-            addr: start,
-            len: end - start,
-            pgoff: hex(off),
+            addr: m.start,
+            len: m.end - m.start,
+            pgoff: m.offset,
             file: Some(pd::record::MmapFile::Inode {
-                maj: hex(maj) as u32,
-                min: hex(min) as u32,
-                ino: ino.parse().unwrap_or(0),
+                maj: m.dev.0,
+                min: m.dev.1,
+                ino: m.inode,
                 ino_generation: 0,
             }),
             prot: prot as u32,
             flags: flags as u32,
-            filename: path,
+            filename: m.name,
         };
         w.write(0, &pd::Record::Mmap2(map, no_id))?;
-        dsos.note(path);
+        dsos.note(m.name);
     }
     Ok(())
 }
