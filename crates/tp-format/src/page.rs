@@ -228,6 +228,31 @@ pub fn count_missed(layout: &PageLayout, pages: &[u8]) -> (u64, u64) {
     (flagged, counted)
 }
 
+/// The data records over a run of whole pages, each page's up to its first malformed one (a
+/// page that does not parse counts none), as the merged readers yield them. The bit of each
+/// record's event id (its `common_type`) is set in `ids` (`ids[id / 64] & 1 << (id % 64)`;
+/// an empty slice keeps none).
+pub fn count_events(layout: &PageLayout, pages: &[u8], ids: &mut [u64]) -> u64 {
+    let mut n = 0;
+    let be = layout.big_endian;
+    for page in pages.chunks(layout.page_size()) {
+        let Ok(page) = Page::parse(layout, page) else { continue };
+        let data = page.data();
+        let mut cursor = Cursor::new(page.timestamp);
+        while let Step::Event { start, end, .. } = cursor.next(data, be) {
+            n += 1;
+            if end - start >= 2 {
+                let b = [data[start], data[start + 1]];
+                let id = if be { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) } as usize;
+                if let Some(w) = ids.get_mut(id / 64) {
+                    *w |= 1 << (id % 64);
+                }
+            }
+        }
+    }
+    n
+}
+
 /// One data record of a page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageRecord<'a> {

@@ -130,11 +130,7 @@ pub fn count_events_from(meta: &Metadata, path: &Path, from: u64) -> Result<u64>
     let layout = page_layout(meta);
     let mut n = 0;
     each_page_run(meta, path, from, |run| {
-        for page in run.chunks(layout.page_size()) {
-            if let Ok(p) = tp_format::page::Page::parse(&layout, page) {
-                n += p.events().take_while(|e| e.is_ok()).count() as u64;
-            }
-        }
+        n += tp_format::page::count_events(&layout, run, &mut [])
     })?;
     Ok(n)
 }

@@ -12,7 +12,7 @@
 use std::io::{Read, Seek};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tp_format::page::{Cursor, Page, PageLayout, Step};
+use tp_format::page::PageLayout;
 use tp_format::tracedat::{PageSource, TraceDat};
 
 /// Count buffer `buffer`'s events and set the bit of each event ID seen in `ids` (a bit
@@ -78,21 +78,8 @@ fn count_source(
     ids: &mut [u64],
 ) -> u64 {
     let mut n = 0;
-    let be = layout.big_endian;
     while let Ok(true) = src.advance() {
-        let Ok(page) = Page::parse(layout, src.page()) else { continue };
-        let data = page.data();
-        let mut cursor = Cursor::new(page.timestamp);
-        while let Step::Event { start, end, .. } = cursor.next(data, be) {
-            n += 1;
-            if end - start >= 2 {
-                let b = [data[start], data[start + 1]];
-                let id = if be { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) } as usize;
-                if let Some(w) = ids.get_mut(id / 64) {
-                    *w |= 1 << (id % 64);
-                }
-            }
-        }
+        n += tp_format::page::count_events(layout, src.page(), ids);
     }
     n
 }
