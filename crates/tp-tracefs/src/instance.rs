@@ -1,6 +1,6 @@
 //! Tracefs instances: a private ring buffer with its own events, filters, pids, clock and
 //! options. tp records into `instances/tp-<pid>` and removes it when done; an instance whose
-//! process died without removing it is "stale" and [`remove_stale`] removes it.
+//! process died without removing it is "stale" and [`crate::stale::remove_stale`] removes it.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -497,21 +497,6 @@ pub fn instance_pid(name: &str) -> Option<i32> {
     pid.parse().ok()
 }
 
-/// Remove `tp-<pid>` instances whose process is gone (left by a tp that was killed).
-/// Returns the names removed.
-pub fn remove_stale(tfs: &Tracefs) -> Result<Vec<String>> {
-    let mut removed = Vec::new();
-    for name in tfs.instances()? {
-        let Some(pid) = instance_pid(&name) else { continue };
-        if pid == sys::getpid() || sys::process_alive(pid) || crate::guard::guard_alive(pid) {
-            continue;
-        }
-        remove_instance_dir(&tfs.path("instances").join(&name))?;
-        removed.push(name);
-    }
-    Ok(removed)
-}
-
 /// Stop an instance's tracing, drop its events and remove it (a dead tp's, by its path).
 pub fn remove_instance_dir(dir: &Path) -> Result<()> {
     let _ = sys::write_file(&dir.join("tracing_on"), b"0");
@@ -530,35 +515,6 @@ mod tests {
         assert_eq!(instance_pid("tp-abc"), None);
         assert_eq!(instance_pid("tp-12-x"), None);
         assert_eq!(instance_pid("foo"), None);
-    }
-
-    /// Without root: a directory stands in for tracefs, the fake for the process table and
-    /// the calls that would change tracefs.
-    #[test]
-    fn remove_stale_removes_only_instances_of_dead_processes() {
-        let root = std::env::temp_dir().join(format!("tp-fake-tracefs-{}", std::process::id()));
-        let me = format!("tp-{}", sys::getpid());
-        for name in ["tp-2000000001", "tp-2000000002-1", "tp-2000000003", "other", &me] {
-            std::fs::create_dir_all(root.join("instances").join(name)).unwrap();
-        }
-        std::fs::create_dir_all(root.join("events")).unwrap();
-        let tfs = Tracefs::at(&root).unwrap();
-        sys::fake::install(&[2000000003]);
-        let removed = remove_stale(&tfs);
-        let calls = sys::fake::finish();
-        std::fs::remove_dir_all(&root).unwrap();
-        let mut removed = removed.unwrap();
-        removed.sort();
-        assert_eq!(removed, ["tp-2000000001", "tp-2000000002-1"]);
-        use sys::fake::Call;
-        let inst = root.join("instances");
-        for name in ["tp-2000000001", "tp-2000000002-1"] {
-            let d = inst.join(name);
-            assert!(calls.contains(&Call::Write(d.join("tracing_on"), b"0".to_vec())), "{calls:?}");
-            assert!(calls.contains(&Call::Write(d.join("set_event"), Vec::new())), "{calls:?}");
-            assert!(calls.contains(&Call::Rmdir(d)), "{calls:?}");
-        }
-        assert_eq!(calls.len(), 6, "{calls:?}");
     }
 
     #[test]
