@@ -23,7 +23,9 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::ring::PAGE_SIZE;
+/// A ring page's size: the kernel's on this machine (x86_64), whose layout the ring's pages
+/// keep.
+pub const PAGE_SIZE: usize = 4096;
 
 /// Ring pages in a chunk at most (2 MiB).
 pub(crate) const MAX_CHUNK_PAGES: usize = 512;

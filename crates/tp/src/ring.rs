@@ -27,7 +27,7 @@ use tp_format::page::{RB_MISSED_EVENTS, RB_MISSED_STORED};
 /// The recorder's pages: this machine's kernel layout (x86_64, little-endian), which
 /// `tp_format::page` decodes.
 const LAYOUT: PageLayout = PageLayout::X86_64;
-pub const PAGE_SIZE: usize = 4096;
+pub use crate::chunks::PAGE_SIZE;
 pub const PAGE_HEADER: usize = LAYOUT.header.data_offset;
 pub const PAGE_DATA: usize = PAGE_SIZE - PAGE_HEADER;
 const MAX_SMALL_DATA: usize = 28 * 4;
