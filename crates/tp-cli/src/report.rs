@@ -6,7 +6,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use tp_format::funcgraph::{Graph, Out, Pairing};
-use tp_format::glob::glob_match;
+use tp_format::glob::select_events;
 use tp_format::render::{Common, Options, Renderer};
 use tp_format::text::{self, Columns, Layout};
 use tp_format::tracedat::{BufferKind, Item, TraceDat};
@@ -600,21 +600,14 @@ impl EventFilter {
             return Ok(EventFilter { allowed: None });
         }
         let mut allowed = vec![false; u16::MAX as usize + 1];
+        let formats: Vec<&tp_format::EventFormat> = renderer.formats().collect();
         for g in globs {
-            let mut any = false;
-            for f in renderer.formats() {
-                let full = format!("{}:{}", f.system, f.name);
-                let hit = match g.split_once(':') {
-                    Some(_) => glob_match(g, &full),
-                    None => glob_match(g, &f.system) || glob_match(g, &f.name),
-                };
-                if hit && f.id <= u16::MAX as u32 {
-                    allowed[f.id as usize] = true;
-                    any = true;
-                }
-            }
-            if !any {
+            let hit = select_events(formats.iter().copied(), g, |f| (&f.system, &f.name));
+            if hit.is_empty() {
                 anyhow::bail!("no event in the file matches {g:?}");
+            }
+            for f in hit.into_iter().filter(|f| f.id <= u16::MAX as u32) {
+                allowed[f.id as usize] = true;
             }
         }
         Ok(EventFilter { allowed: Some(allowed) })

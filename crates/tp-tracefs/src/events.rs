@@ -46,23 +46,10 @@ pub fn parse_available_events(text: &str) -> Vec<EventId> {
 
 pub use tp_format::glob::glob_match;
 
-/// The events of `available` that `glob` selects, in `available`'s order.
+/// The events of `available` that `glob` selects, in `available`'s order (the meaning of
+/// an event glob: [`tp_format::glob::select_events`]).
 pub fn match_glob<'a>(available: &'a [EventId], glob: &str) -> Vec<&'a EventId> {
-    let glob = glob.trim();
-    if let Some((sg, ng)) = glob.split_once(':').or_else(|| glob.split_once('/')) {
-        let ng = if ng.is_empty() { "*" } else { ng };
-        return available
-            .iter()
-            .filter(|e| glob_match(sg, &e.system) && glob_match(ng, &e.name))
-            .collect();
-    }
-    // A single word: a system if any system matches, else an event name in any system.
-    let by_system: Vec<&EventId> =
-        available.iter().filter(|e| glob_match(glob, &e.system)).collect();
-    if !by_system.is_empty() {
-        return by_system;
-    }
-    available.iter().filter(|e| glob_match(glob, &e.name)).collect()
+    tp_format::glob::select_events(available, glob, |e| (&e.system, &e.name))
 }
 
 #[cfg(test)]

@@ -54,29 +54,32 @@ fn sorted() -> &'static [&'static Site] {
 
 /// Find a tracepoint by `system:name`.
 pub fn find(full_name: &str) -> Option<&'static Site> {
-    tracepoints()
-        .iter()
-        .copied()
-        .find(|s| glob_match_site(full_name, s) && !full_name.contains(['*', '?']))
+    tracepoints().iter().copied().find(|s| match full_name.split_once(':') {
+        Some((sys, name)) => s.system() == sys && s.name() == name,
+        None => s.name() == full_name,
+    })
 }
 
 /// Shell-style wildcard match (`*`, `?`, `[set]`), the kernel-side selection's matcher too.
-/// In a glob for events, a pattern without `:` matches the event name in any system (like
-/// the kernel's `set_event`).
+/// In a glob for events, a single word selects a system if it matches one, else event names
+/// in any system ([`tp_format::glob::select_events`]).
 pub use tp_format::glob::glob_match;
 
-fn glob_match_site(pat: &str, s: &Site) -> bool {
-    match pat.split_once(':') {
-        Some((sys, name)) => glob_match(sys, s.system()) && glob_match(name, s.name()),
-        None => glob_match(pat, s.name()),
-    }
+/// The sites an event glob selects (its one meaning: [`tp_format::glob::select_events`]).
+fn matching(sites: &'static [&'static Site], glob: &str) -> Vec<&'static Site> {
+    tp_format::glob::select_events(sites.iter().copied(), glob, |s| (s.system(), s.name()))
+}
+
+/// Whether `glob` selects site `s` among `sites`.
+fn selects(sites: &'static [&'static Site], glob: &str, s: &Site) -> bool {
+    matching(sites, glob).iter().any(|m| std::ptr::eq(*m, s))
 }
 
 fn set_matching(glob: &str, on: bool) -> usize {
     let sites = tracepoints();
     let _g = control_lock();
     let mut n = 0;
-    for s in sites.iter().filter(|s| glob_match_site(glob.trim(), s)) {
+    for s in matching(sites, glob) {
         s.set_enabled(on);
         refresh_site(s);
         n += 1;
@@ -114,7 +117,7 @@ fn apply_events(sites: &'static [&'static Site], spec: &str) -> usize {
                 Some(g) => (g, false),
                 None => (*e, true),
             };
-            for s in sites.iter().filter(|s| glob_match_site(glob, s)) {
+            for s in matching(sites, glob) {
                 s.set_enabled(on);
             }
         }
@@ -140,8 +143,8 @@ fn apply_stacks(sites: &'static [&'static Site], spec: &str) -> usize {
         let mut on = s.stacks();
         for e in &entries {
             match e.strip_prefix('-') {
-                Some(g) if glob_match_site(g, s) => on = false,
-                None if glob_match_site(e, s) => on = true,
+                Some(g) if selects(sites, g, s) => on = false,
+                None if selects(sites, e, s) => on = true,
                 _ => {}
             }
         }

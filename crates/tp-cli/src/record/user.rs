@@ -18,8 +18,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use tp_format::glob::{select_events, system_and_name};
 use tp_format::tracedat::{BufferPages, CpuPages, PageSource, TraceDat};
-use tp_tracefs::events::glob_match;
 use tp_tracefs::Tracefs;
 
 use super::session::Selection;
@@ -110,13 +110,7 @@ pub fn unmatched(globs: &[String], traces: &[UserTrace]) -> Vec<(String, Vec<Str
         .collect();
     globs
         .iter()
-        .filter(|g| {
-            let (gs, gn) = g.split_once(':').unwrap_or(("*", g));
-            !have.iter().any(|h| {
-                let (s, n) = h.split_once(':').unwrap_or(("", h));
-                glob_match(gs, s) && glob_match(gn, n)
-            })
-        })
+        .filter(|g| select_events(&have, g, |h| system_and_name(h)).is_empty())
         .map(|g| (g.clone(), have.iter().cloned().collect()))
         .collect()
 }

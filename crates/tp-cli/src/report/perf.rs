@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use anyhow::Context as _;
+use tp_format::glob::{select_events, system_and_name};
 use tp_format::perfdata::attr::event_type;
 use tp_format::perfdata::{sample, PerfData, Record, Sample};
 use tp_format::render::{Options, Renderer, Tables};
 use tp_format::text::{self, Columns, Layout};
-use tp_tracefs::events::glob_match;
 
 use super::pipeline::{self, Feed, Mode, Place};
 use super::{Args, Output};
@@ -41,7 +41,7 @@ pub fn run(args: &Args) -> anyhow::Result<i32> {
     for w in &data.warnings {
         eprintln!("tp: {}: {w}", args.input);
     }
-    let events = select_events(args, &data)?;
+    let events = chosen_events(args, &data)?;
     let tracing = data.features.tracing.take().unwrap_or_default();
     for e in &tracing.format_errors {
         eprintln!("tp: {}: {e} (its events print as unknown)", args.input);
@@ -259,7 +259,7 @@ pub fn json_frames(out: &mut String, frames: &[Frame]) {
 }
 
 /// Each event's name and whether `-e` wants it.
-fn select_events<R>(args: &Args, data: &PerfData<R>) -> anyhow::Result<Vec<Event>> {
+fn chosen_events<R>(args: &Args, data: &PerfData<R>) -> anyhow::Result<Vec<Event>> {
     let mut events: Vec<Event> =
         data.attrs
             .iter()
@@ -272,21 +272,16 @@ fn select_events<R>(args: &Args, data: &PerfData<R>) -> anyhow::Result<Vec<Event
             })
             .collect();
     for g in &args.events {
-        let mut any = false;
-        for e in &mut events {
-            let hit = match (g.contains(':'), e.name.split_once(':')) {
-                (true, _) => glob_match(g, &e.name),
-                (false, Some((sys, name))) => glob_match(g, sys) || glob_match(g, name),
-                (false, None) => glob_match(g, &e.name),
-            };
-            if hit {
-                e.wanted = true;
-                any = true;
-            }
-        }
-        if !any {
+        let hit: Vec<usize> = select_events(&events, g, |e| system_and_name(&e.name))
+            .into_iter()
+            .map(|e| events.iter().position(|x| std::ptr::eq(x, e)).expect("one of them"))
+            .collect();
+        if hit.is_empty() {
             let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
             anyhow::bail!("no event in the file matches {g:?} (it has {})", names.join(", "));
+        }
+        for i in hit {
+            events[i].wanted = true;
         }
     }
     Ok(events)
