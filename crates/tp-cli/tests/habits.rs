@@ -139,3 +139,41 @@ fn under_sudo_the_files_belong_to_the_sudo_user() {
         assert_eq!((m.uid(), m.gid()), (65534, 65533), "{}", f.display());
     }
 }
+
+/// Text for tracefs control files is checked first: a newline in a probe argument would
+/// be a second definition (`p:inj2 ...`), one in a filter or trigger a second command.
+#[test]
+fn control_file_text_with_a_newline_is_refused() {
+    require_tracefs();
+    let t = Tmp::new("inject");
+    let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    let inj = format!("p:tpinj{} /bin/true:0x100", std::process::id());
+    let arg = format!("x=%di\n{inj}");
+    let out = t.path("x.dat");
+    let o = out.to_str().unwrap();
+    for (args, says) in [
+        (vec!["probe", "-x", libc, "--add", "getpid", &arg], "probe argument"),
+        (
+            vec![
+                "record",
+                "-e",
+                "sched:sched_switch",
+                "-f",
+                "prev_pid == 1\nnext_pid == 2",
+                "-o",
+                o,
+                "--",
+                "true",
+            ],
+            "filter",
+        ),
+    ] {
+        let r = Command::new(TP).args(&args).stdin(Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says) && err.contains("refused a newline (\\n) at byte"), "{err}");
+    }
+    let defined = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap();
+    assert!(!defined.contains(&format!("tpinj{}", std::process::id())), "{defined}");
+    assert!(!out.exists());
+}

@@ -33,6 +33,9 @@ pub enum Error {
     Parse { path: PathBuf, message: String },
     /// An instance could not be removed (still busy after retries).
     Busy { path: PathBuf },
+    /// Text bound for a tracefs control file that does not fit its grammar (a newline in a
+    /// probe argument would be a second definition): see [`crate::control`].
+    BadText { what: &'static str, text: String, found: String, rule: &'static str },
     /// Any other failure with a message.
     Other(String),
 }
@@ -108,6 +111,9 @@ impl fmt::Display for Error {
                     "rmdir {}: still busy (a reader is open or events are enabled)",
                     path.display()
                 )
+            }
+            Error::BadText { what, text, found, rule } => {
+                write!(f, "{what} {text:?}: refused {found} ({rule})")
             }
             Error::Other(m) => f.write_str(m),
         }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::control::{self, Piece};
 use crate::error::{Error, Result};
 use crate::events::EventId;
 use crate::sys;
@@ -144,18 +145,21 @@ impl Instance {
 
     // ---- events -------------------------------------------------------------------------
 
-    fn event_file(&self, ev: &EventId, file: &str) -> String {
-        format!("events/{}/{}/{file}", ev.system, ev.name)
+    /// `events/SYS/NAME/FILE`, the system and name checked to be directory names.
+    fn event_file(&self, ev: &EventId, file: &str) -> Result<String> {
+        control::check(Piece::EventDir, &ev.system)?;
+        control::check(Piece::EventDir, &ev.name)?;
+        Ok(format!("events/{}/{}/{file}", ev.system, ev.name))
     }
 
     /// Enable one event in this buffer.
     pub fn enable(&self, ev: &EventId) -> Result<()> {
-        self.write(&self.event_file(ev, "enable"), "1")
+        self.write(&self.event_file(ev, "enable")?, "1")
     }
 
     /// Disable one event in this buffer.
     pub fn disable(&self, ev: &EventId) -> Result<()> {
-        self.write(&self.event_file(ev, "enable"), "0")
+        self.write(&self.event_file(ev, "enable")?, "0")
     }
 
     /// Enable every event in `events`.
@@ -181,7 +185,8 @@ impl Instance {
     /// Set an event's filter in the kernel's filter syntax. When the kernel rejects it, the
     /// error carries the message of this buffer's `error_log` (or the top-level one).
     pub fn set_filter(&self, ev: &EventId, filter: &str) -> Result<()> {
-        match self.write(&self.event_file(ev, "filter"), filter) {
+        control::check(Piece::Filter, filter)?;
+        match self.write(&self.event_file(ev, "filter")?, filter) {
             Ok(()) => Ok(()),
             Err(e) if e.errno() == Some(libc::EINVAL) || e.errno() == Some(libc::ENOENT) => {
                 let message = self.last_error_log().unwrap_or_default();
@@ -196,7 +201,8 @@ impl Instance {
     /// carries its `error_log` message. On a buffer tp does not own, the triggers it added
     /// are removed on drop (`!COMMAND`).
     pub fn add_trigger(&self, ev: &EventId, trigger: &str) -> Result<()> {
-        match self.write(&self.event_file(ev, "trigger"), trigger) {
+        control::check(Piece::Trigger, trigger)?;
+        match self.write(&self.event_file(ev, "trigger")?, trigger) {
             Ok(()) => Ok(()),
             Err(e) if matches!(e.errno(), Some(libc::EINVAL | libc::ENOENT | libc::EEXIST)) => {
                 let mut message = self.last_error_log().unwrap_or_default();
@@ -212,17 +218,17 @@ impl Instance {
     /// The triggers set on an event, one per line as the kernel lists them
     /// (`stacktrace:unlimited if common_pid > 0`).
     pub fn triggers(&self, ev: &EventId) -> Result<Vec<String>> {
-        Ok(trigger_lines(&self.read(&self.event_file(ev, "trigger"))?))
+        Ok(trigger_lines(&self.read(&self.event_file(ev, "trigger")?)?))
     }
 
     /// Remove an event's filter.
     pub fn clear_filter(&self, ev: &EventId) -> Result<()> {
-        self.write(&self.event_file(ev, "filter"), "0")
+        self.write(&self.event_file(ev, "filter")?, "0")
     }
 
     /// The current filter text of an event (`none` when unfiltered).
     pub fn filter(&self, ev: &EventId) -> Result<String> {
-        Ok(self.read(&self.event_file(ev, "filter"))?.trim_end().to_string())
+        Ok(self.read(&self.event_file(ev, "filter")?)?.trim_end().to_string())
     }
 
     /// The last entry of this buffer's `error_log` (falling back to the top-level one).

@@ -65,6 +65,7 @@
 //! [`Tracefs::uname`], [`Instance::clock_text`], [`Instance::all_stats`].
 
 pub mod capture;
+pub mod control;
 pub mod error;
 pub mod events;
 pub mod guard;

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::control::{self, Piece};
 use crate::error::{Error, Result};
 use crate::events::EventId;
 use crate::sys;
@@ -73,6 +74,16 @@ fn parse_hex(s: &str) -> Option<u64> {
 }
 
 /// The line written to `uprobe_events`.
+impl Uprobe {
+    /// Every piece checked for the grammar of `uprobe_events` (one definition a line).
+    pub fn check(&self) -> Result<()> {
+        control::check(Piece::ProbeGroup, &self.group)?;
+        control::check(Piece::ProbeName, &self.event)?;
+        control::check(Piece::ProbePath, &self.path)?;
+        self.args.iter().try_for_each(|a| control::check(Piece::FetchArg, a))
+    }
+}
+
 impl fmt::Display for Uprobe {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = match self.kind {
@@ -99,6 +110,7 @@ impl Tracefs {
     /// Define a uprobe. When the kernel rejects the definition the error carries its
     /// `error_log` entry (message, command and caret).
     pub fn add_uprobe(&self, p: &Uprobe) -> Result<()> {
+        p.check()?;
         let def = p.to_string();
         match sys::append_file(&self.path("uprobe_events"), def.as_bytes()) {
             Ok(()) => Ok(()),
@@ -122,6 +134,8 @@ impl Tracefs {
     /// Remove the uprobe `group/event`. A probe enabled in some buffer is busy (EBUSY).
     /// EBUSY is retried for up to a second (a buffer that enables it may be going away).
     pub fn remove_uprobe(&self, group: &str, event: &str) -> Result<()> {
+        control::check(Piece::ProbeGroup, group)?;
+        control::check(Piece::ProbeName, event)?;
         let cmd = format!("-:{group}/{event}");
         let path = self.path("uprobe_events");
         let mut r = sys::append_file(&path, cmd.as_bytes());
