@@ -84,7 +84,7 @@ complete -c tp -n "__fish_tp_using_subcommand record" -l duration -d 'Stop after
 complete -c tp -n "__fish_tp_using_subcommand record" -s B -l instance -d 'Use (and restore) an existing instance instead of a private one' -r
 complete -c tp -n "__fish_tp_using_subcommand record" -s x -l exec -d 'The binary whose USDT probes `-e sdt_PROVIDER:NAME` names (default: the command\'s)' -r -F
 complete -c tp -n "__fish_tp_using_subcommand record" -s c -l children -d 'With -p: also trace the processes they start from now on (trace-cmd\'s -c)'
-complete -c tp -n "__fish_tp_using_subcommand record" -s a -l all -d 'Trace all processes (the default without -p or a command)'
+complete -c tp -n "__fish_tp_using_subcommand record" -s a -l all -d 'Trace all processes (the default without -p or a command); with a command, all of them for the command\'s life (`-a -- sleep 5`, as perf record -a does)'
 complete -c tp -n "__fish_tp_using_subcommand record" -l keep-recorder -d 'Keep the events of traced Rust programs\' own `tp-recorder` threads (crate `tp`\'s drain thread), left out by default as tp\'s own threads are'
 complete -c tp -n "__fish_tp_using_subcommand record" -s T -l kernel-stack -d 'Follow every recorded event with the kernel\'s stack at that point (the instance\'s `stacktrace` option; `ftrace:kernel_stack` records)'
 complete -c tp -n "__fish_tp_using_subcommand record" -s U -l user-stack -d 'Follow every recorded event with the user-space stack of its task, as the kernel walks it by frame pointers (the `userstacktrace` option; `ftrace:user_stack` records, up to 8 return addresses); a traced Rust program\'s own events too (`TP_STACKS`, unless set)'
@@ -107,7 +107,7 @@ complete -c tp -n "__fish_tp_using_subcommand stream" -s C -l clock -d 'Trace cl
 complete -c tp -n "__fish_tp_using_subcommand stream" -l stack-trigger -d 'The kernel stack only for events matching GLOB, and with `if FILTER` only for the hits the filter keeps: the per-event `stacktrace` trigger, e.g. `--stack-trigger \'sched:sched_switch if prev_state == 2\'` (repeatable; the events must be recorded, -e)' -r
 complete -c tp -n "__fish_tp_using_subcommand stream" -l duration -d 'Stop after this long (e.g. 10s, 500ms)' -r
 complete -c tp -n "__fish_tp_using_subcommand stream" -s c -l children -d 'With -p: also trace the processes they start from now on (trace-cmd\'s -c)'
-complete -c tp -n "__fish_tp_using_subcommand stream" -s a -l all -d 'Trace all processes (the default without -p or a command)'
+complete -c tp -n "__fish_tp_using_subcommand stream" -s a -l all -d 'Trace all processes (the default without -p or a command); with a command, all of them for the command\'s life (`-a -- sleep 5`, as perf record -a does)'
 complete -c tp -n "__fish_tp_using_subcommand stream" -l keep-recorder -d 'Keep the events of traced Rust programs\' own `tp-recorder` threads (crate `tp`\'s drain thread), left out by default as tp\'s own threads are'
 complete -c tp -n "__fish_tp_using_subcommand stream" -s T -l kernel-stack -d 'Follow every recorded event with the kernel\'s stack at that point (the instance\'s `stacktrace` option; `ftrace:kernel_stack` records)'
 complete -c tp -n "__fish_tp_using_subcommand stream" -s U -l user-stack -d 'Follow every recorded event with the user-space stack of its task, as the kernel walks it by frame pointers (the `userstacktrace` option; `ftrace:user_stack` records, up to 8 return addresses); a traced Rust program\'s own events too (`TP_STACKS`, unless set)'

@@ -72,7 +72,15 @@ fn command() -> clap::Command {
 }
 
 fn main() {
-    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    let matches = command().try_get_matches().unwrap_or_else(|e| {
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if let Some(line) = record::perf_habit(&argv) {
+            eprintln!("{line}");
+            std::process::exit(2);
+        }
+        e.exit()
+    });
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Report(a) => report::run(a),
         Command::List(a) => list::run(a),

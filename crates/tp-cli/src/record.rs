@@ -98,7 +98,8 @@ pub struct TraceOpts {
     /// With -p: also trace the processes they start from now on (trace-cmd's -c).
     #[arg(short = 'c', long = "children", requires = "pids")]
     pub children: bool,
-    /// Trace all processes (the default without -p or a command).
+    /// Trace all processes (the default without -p or a command); with a command, all of
+    /// them for the command's life (`-a -- sleep 5`, as perf record -a does).
     #[arg(short = 'a', long = "all", conflicts_with = "pids")]
     pub all: bool,
     /// Per-CPU buffer size in KiB.
@@ -159,6 +160,27 @@ pub enum Stop {
     PidsGone,
 }
 
+/// A perf habit the command line failed on, said in one line: `tp record -c 1` means perf's
+/// sample period to a perf user, but tp record's `-c` is trace-cmd's (with `-p`, follow the
+/// children). tp keeps trace-cmd's meaning (its tracefs options are trace-cmd's throughout,
+/// and one flag with two meanings by the word after it would misread `-p 5 -c 1000`) and
+/// names `--period N` instead.
+pub fn perf_habit(argv: &[OsString]) -> Option<String> {
+    let args: Vec<&str> = argv.iter().map(|a| a.to_str().unwrap_or("")).collect();
+    let at = args.iter().position(|&a| a == "record")?;
+    let rest = &args[at + 1..];
+    let rest = &rest[..rest.iter().position(|&a| a == "--").unwrap_or(rest.len())];
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let n = rest.iter().enumerate().find_map(|(i, &a)| match a.strip_prefix("-c") {
+        Some("") => rest.get(i + 1).filter(|n| number(n)).map(|n| n.to_string()),
+        Some(n) if number(n) => Some(n.to_string()),
+        _ => None,
+    })?;
+    Some(format!(
+        "tp record: -c {n} is perf's sample period: give --period {n} (tp record's -c is trace-cmd's: with -p, also trace the children)"
+    ))
+}
+
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
@@ -195,13 +217,10 @@ pub fn run(args: Args) -> Result<i32> {
             output: (!default_out).then_some(args.file.output.as_path()),
             command: &args.command,
             pids: &args.trace.pids,
+            all: args.trace.all,
             duration: args.duration,
             quiet: args.quiet,
         });
-    }
-    // (The perf door above records -a while a command runs, as perf does.)
-    if args.trace.all && !args.command.is_empty() {
-        bail!("-a records every process and -- COMMAND only the command and its children: give one of them (-a with --duration to record everything for a while)");
     }
     let mut selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
     for s in &mut selections {
@@ -489,6 +508,9 @@ fn announce(
     traced_pids: &[i32],
 ) {
     let what = match (child, traced_pids.is_empty()) {
+        (Some(c), _) if args.trace.all => {
+            format!("all processes while command pid {} runs", c.pid())
+        }
         (Some(c), _) => format!("command pid {} and its children", c.pid()),
         (None, false) if args.trace.children => {
             format!("pids {traced_pids:?} and their new children")

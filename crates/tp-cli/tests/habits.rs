@@ -177,3 +177,52 @@ fn control_file_text_with_a_newline_is_refused() {
     assert!(!defined.contains(&format!("tpinj{}", std::process::id())), "{defined}");
     assert!(!out.exists());
 }
+
+/// `tp record -a -- CMD` (both doors): every process, for the command's life, as
+/// `perf record -a -- sleep 1` does.
+#[test]
+fn all_while_a_command_runs_records_other_processes() {
+    require_tracefs();
+    let t = Tmp::new("all-cmd");
+    // Another process that switches all the time, not a child of the command.
+    let mut other = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = other.id();
+    for (file, door) in [("a.dat", None), ("a.data", Some("--perf"))] {
+        let out = t.path(file);
+        let mut args = vec!["record", "-q", "-a", "-e", "sched:sched_switch", "-o"];
+        args.push(out.to_str().unwrap());
+        args.extend(door);
+        args.extend(["--", "sleep", "1"]);
+        let r = Command::new(TP).args(&args).stdin(Stdio::null()).output().unwrap();
+        assert!(r.status.success(), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
+        let rep = run(Command::new(TP).args(["report", "-i", out.to_str().unwrap()]));
+        let text = String::from_utf8_lossy(&rep.stdout);
+        assert!(
+            text.contains(&format!("prev_pid={pid} ")),
+            "{args:?}: no switch of pid {pid} in {} lines",
+            text.lines().count()
+        );
+    }
+    let _ = other.kill();
+    let _ = other.wait();
+}
+
+/// `-c N`, perf's sample period, is tp record's trace-cmd `-c` (follow children): one line
+/// names `--period N`.
+#[test]
+fn perf_s_dash_c_is_answered_with_period() {
+    for args in [
+        &["record", "-c", "1", "-e", "cpu-clock", "--", "true"][..],
+        &["record", "-e", "cpu-clock", "-c1", "--", "true"][..],
+    ] {
+        let r = Command::new(TP).args(args).stdin(Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("give --period 1"), "{err}");
+    }
+}

@@ -135,6 +135,8 @@ pub struct Request<'a> {
     pub output: Option<&'a std::path::Path>,
     pub command: &'a [OsString],
     pub pids: &'a [i32],
+    /// `-a`: every task, also while a command runs (`-a -- CMD`: for the command's life).
+    pub all: bool,
     pub duration: Option<Duration>,
     pub quiet: bool,
 }
@@ -283,14 +285,15 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         Some(_) => Some(GatedChild::spawn(req.command)?),
     };
     let cpus = counter::online_cpus()?;
-    // Who: the command (per CPU, inherited), the threads of -p (each per CPU, inherited),
-    // or every task (-a, per CPU).
+    // Who: every task (-a, per CPU; with a command, for its life), the command (per CPU,
+    // inherited), or the threads of -p (each per CPU, inherited).
     let mut threads: Vec<i32> = Vec::new();
     for &pid in req.pids {
         threads.extend(process::threads_of(pid).with_context(|| format!("-p {pid}"))?);
     }
     let targets_on = |cpu: u32| -> Vec<Target> {
         match &child {
+            _ if req.all => vec![Target::Cpu(cpu)],
             Some(c) => vec![Target::ThreadOnCpu(c.pid(), cpu)],
             None if !threads.is_empty() => {
                 threads.iter().map(|&t| Target::ThreadOnCpu(t, cpu)).collect()
@@ -318,10 +321,10 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         }
         let ev = &ev;
         let s = sampling_of(ev, req.opts, i == 0, evs.len() > 1, data_maps, stacks);
-        let per_task = child.is_some() || !threads.is_empty();
+        let per_task = !req.all && (child.is_some() || !threads.is_empty());
         let o = CounterOptions {
             inherit: per_task,
-            enable_on_exec: child.is_some(),
+            enable_on_exec: per_task && child.is_some(),
             disabled: true,
             sampling: Some(s),
             ..Default::default()
@@ -352,7 +355,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     let mut dsos = super::buildid::Dsos::default();
     // Tasks that exist already: their names and executable maps, as perf synthesizes them
     // (a command's come from the kernel at its exec).
-    if child.is_none() && failed.is_none() {
+    if (child.is_none() || req.all) && failed.is_none() {
         let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
         for pid in pids {
             if let Err(e) = synthesize_task(&mut w, pid, data_maps, &mut dsos) {
@@ -371,7 +374,7 @@ pub fn run(req: Request<'_>) -> Result<i32> {
             ring_pages(req.opts) * 4
         );
     }
-    if child.is_none() {
+    if child.is_none() || req.all {
         for c in &counters {
             c.enable()?;
         }

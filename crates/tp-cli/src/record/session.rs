@@ -104,13 +104,18 @@ pub enum Target {
     Pids { pids: Vec<i32>, children: bool },
     /// A command started by tp, with its children.
     Command(Vec<OsString>),
+    /// Every process, while a command started by tp runs (`-a -- CMD`).
+    AllWhile(Vec<OsString>),
 }
 
 impl Target {
-    /// The target of `tp record`'s and `tp stream`'s options: `-- COMMAND`, else `-p PIDS`
-    /// (`-c`: and their children), else every process.
+    /// The target of `tp record`'s and `tp stream`'s options: `-- COMMAND` (with `-a`:
+    /// everything while it runs), else `-p PIDS` (`-c`: and their children), else every
+    /// process.
     pub fn of(command: &[OsString], trace: &super::TraceOpts) -> Target {
-        if !command.is_empty() {
+        if !command.is_empty() && trace.all {
+            Target::AllWhile(command.to_vec())
+        } else if !command.is_empty() {
             Target::Command(command.to_vec())
         } else if !trace.pids.is_empty() {
             Target::Pids { pids: trace.pids.clone(), children: trace.children }
@@ -210,6 +215,7 @@ pub fn setup(s: &Settings<'_>) -> Result<Session> {
             inst.set_event_fork(true)?;
             child = Some(c);
         }
+        Target::AllWhile(argv) => child = Some(GatedChild::spawn(argv)?),
     }
     for e in &events {
         inst.enable(e).with_context(|| format!("enabling {e}"))?;
