@@ -10,6 +10,7 @@
 //! - [`header`]: `events/header_page` and `events/header_event`.
 //! - [`printfmt`]: the print fmt expression language, compiled once, rendered per record.
 //! - [`page`]: ring-buffer pages as the kernel writes them.
+//! - [`error`]: the one error of the file readers and writers (which file, where, what).
 //! - [`tracedat`]: trace-cmd's `trace.dat` files, versions 6 and 7.
 //! - [`perfdata`]: perf's `perf.data` files (tracepoint samples decode with [`tracedat`]'s formats).
 //! - [`maps`]: processes' address spaces as a recording describes them.
@@ -17,6 +18,7 @@
 //! - [`render`]: whole event lines (context + text), `--raw` field dumps and JSON.
 //! - [`text`]: the kernel's `trace` text layout (header block and context columns).
 
+pub mod error;
 pub mod format;
 pub mod funcgraph;
 pub mod glob;
@@ -30,4 +32,5 @@ pub mod symbols;
 pub mod text;
 pub mod tracedat;
 
+pub use error::{Error, ErrorKind, FileKind};
 pub use format::{EventFormat, Field, FieldKind, FormatError};

@@ -127,7 +127,7 @@ impl<'a> Sec<'a> {
     }
     pub(crate) fn take(&mut self, n: u64) -> Result<&'a [u8], Error> {
         if n > self.left() as u64 {
-            return Err(Error::truncated(
+            return Err(Error::perfdata_truncated(
                 self.offset + self.pos as u64,
                 self.what,
                 n,
@@ -154,7 +154,7 @@ impl<'a> Sec<'a> {
         let at = self.offset + self.pos as u64;
         let n = self.u32()?;
         if n as u64 * each > self.left() as u64 {
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 at,
                 self.what,
                 format!("{n} entries do not fit the {} bytes left", self.left()),
@@ -195,7 +195,7 @@ impl Features {
                 let at = offset + s.pos as u64;
                 let size = s.u32()? as u64;
                 if !(SIZE_VER0 as u64..=SIZE_MAX as u64).contains(&size) {
-                    return Err(Error::invalid(at, what, format!("attr size {size}")));
+                    return Err(Error::perfdata_invalid(at, what, format!("attr size {size}")));
                 }
                 for _ in 0..n {
                     let attr = EventAttr::parse(s.take(size)?);
@@ -259,7 +259,7 @@ pub fn parse_build_ids(data: &[u8], offset: u64) -> Result<Vec<BuildId>, Error> 
         let misc = super::u16_at(data, pos + 4);
         let size = super::u16_at(data, pos + 6) as usize;
         if size < 8 + 4 + 24 || pos + size > data.len() {
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 offset + pos as u64,
                 "BUILD_ID feature",
                 format!("build id record of {size} bytes"),
@@ -289,17 +289,17 @@ pub fn parse_tracing_data(data: &[u8], offset: u64) -> Result<Tracing, Error> {
     let what = "TRACING_DATA feature";
     let magic = crate::tracedat::MAGIC;
     if data.len() < magic.len() || &data[..magic.len()] != magic {
-        return Err(Error::invalid(offset, what, "no trace.dat magic".into()));
+        return Err(Error::perfdata_invalid(offset, what, "no trace.dat magic".into()));
     }
     let rest = &data[magic.len()..];
     let nul = memchr::memchr(0, &rest[..rest.len().min(16)])
-        .ok_or_else(|| Error::invalid(offset + 10, what, "no version string".into()))?;
+        .ok_or_else(|| Error::perfdata_invalid(offset + 10, what, "no version string".into()))?;
     let version = std::str::from_utf8(&rest[..nul]).unwrap_or("");
     let has_cmdlines = match version {
         "0.6" | "6" => true,
         "0.5" | "5" => false,
         v => {
-            return Err(Error::new(
+            return Err(Error::perfdata(
                 offset + 10,
                 what,
                 super::ErrorKind::Unsupported(format!("tracing data version {v:?}")),

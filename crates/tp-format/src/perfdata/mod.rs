@@ -56,8 +56,6 @@ pub use read::{Attr, Item, PerfData, Records};
 pub use record::{RawRecord, Record, Sample, SampleId};
 pub use write::{WriteStats, Writer, WriterAttr};
 
-use std::fmt;
-
 /// `PERFILE2`, the magic at the start of every perf.data file (as a little-endian u64).
 pub const MAGIC: &[u8; 8] = b"PERFILE2";
 
@@ -265,100 +263,8 @@ pub mod read_format {
     pub const LOST: u64 = 1 << 4;
 }
 
-/// A perf.data problem: where (file offset, what was being read) and what.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Error {
-    /// File offset the problem was found at.
-    pub offset: u64,
-    /// The section or record being read, e.g. `attrs`, `SAMPLE record`.
-    pub section: String,
-    pub kind: ErrorKind,
-}
-
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    Io(std::io::Error),
-    /// The file (or a record) ends early: `need` bytes were expected, `have` exist.
-    Truncated {
-        need: u64,
-        have: u64,
-    },
-    /// Not a perf.data file.
-    BadMagic,
-    /// Something tp does not read (big-endian files, compressed records...).
-    Unsupported(String),
-    /// A value that cannot be right (lying size, bad offset...).
-    Invalid(String),
-    /// The TRACING_DATA feature (trace.dat's leading part) did not read.
-    TracingData(crate::tracedat::Error),
-}
-
-impl Error {
-    pub(crate) fn new(offset: u64, section: &str, kind: ErrorKind) -> Error {
-        Error { offset, section: section.to_string(), kind }
-    }
-    pub(crate) fn invalid(offset: u64, section: &str, msg: String) -> Error {
-        Error::new(offset, section, ErrorKind::Invalid(msg))
-    }
-    pub(crate) fn truncated(offset: u64, section: &str, need: u64, have: u64) -> Error {
-        Error::new(offset, section, ErrorKind::Truncated { need, have })
-    }
-    /// A bounded read of trace.dat's reader, said as perf.data's.
-    pub(crate) fn from_tracedat(e: crate::tracedat::Error) -> Error {
-        use crate::tracedat::ErrorKind as K;
-        let kind = match e.kind {
-            K::Io(io) => ErrorKind::Io(io),
-            K::Truncated { need, have } => ErrorKind::Truncated { need, have },
-            K::Invalid(m) => ErrorKind::Invalid(m),
-            other => {
-                return Error {
-                    offset: e.offset,
-                    section: e.section.clone(),
-                    kind: ErrorKind::TracingData(crate::tracedat::Error {
-                        offset: e.offset,
-                        section: e.section,
-                        kind: other,
-                    }),
-                }
-            }
-        };
-        Error { offset: e.offset, section: e.section, kind }
-    }
-    /// Whether this error says the file was cut short.
-    pub fn is_truncation(&self) -> bool {
-        matches!(self.kind, ErrorKind::Truncated { .. })
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "perf.data offset {:#x} ({}): ", self.offset, self.section)?;
-        match &self.kind {
-            ErrorKind::Io(e) => write!(f, "{e}"),
-            ErrorKind::Truncated { need, have } => {
-                write!(f, "file truncated: need {need} bytes, only {have} present")
-            }
-            ErrorKind::BadMagic => write!(f, "not a perf.data file (bad magic)"),
-            ErrorKind::Unsupported(m) => write!(f, "unsupported: {m}"),
-            ErrorKind::Invalid(m) => write!(f, "{m}"),
-            ErrorKind::TracingData(e) => write!(f, "tracing data: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            // Not the I/O error: the message already ends with it, and a chain printed with
-            // `{:#}` would say it twice (`No space left on device (os error 28): No space...`).
-            ErrorKind::Io(_) => None,
-            ErrorKind::TracingData(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// A perf.data problem: the crate's one file error ([`crate::error`]).
+pub use crate::error::{Error, ErrorKind};
 
 /// Little-endian reads from a slice already known to be long enough.
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {

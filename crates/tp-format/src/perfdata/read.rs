@@ -83,18 +83,18 @@ impl<R: Read + Seek> PerfData<R> {
     fn open_input(input: Input<R>) -> Result<PerfData<R>, Error> {
         let mut magic = [0u8; 16];
         if input.len < 16 {
-            return Err(Error::new(0, "file header", ErrorKind::BadMagic));
+            return Err(Error::perfdata(0, "file header", ErrorKind::BadMagic));
         }
         input.read_at(0, &mut magic, "file header").map_err(Error::from_tracedat)?;
         if &magic[..8] != MAGIC {
             if &magic[..8] == b"2ELIFREP" {
-                return Err(Error::new(
+                return Err(Error::perfdata(
                     0,
                     "file header",
                     ErrorKind::Unsupported("a big-endian perf.data".into()),
                 ));
             }
-            return Err(Error::new(0, "file header", ErrorKind::BadMagic));
+            return Err(Error::perfdata(0, "file header", ErrorKind::BadMagic));
         }
         let size = super::u64_at(&magic, 8);
         let mut d = PerfData {
@@ -112,7 +112,7 @@ impl<R: Read + Seek> PerfData<R> {
             PIPE_HEADER_SIZE => d.open_pipe()?,
             HEADER_SIZE => d.open_file_mode()?,
             s => {
-                return Err(Error::invalid(8, "file header", format!("header size {s}")));
+                return Err(Error::perfdata_invalid(8, "file header", format!("header size {s}")));
             }
         }
         d.index_ids();
@@ -133,10 +133,14 @@ impl<R: Read + Seek> PerfData<R> {
 
         // attrs: (perf_event_attr, ids section) each.
         if !(SIZE_VER0 as u64 + 16..=SIZE_MAX as u64 + 16).contains(&attr_size) {
-            return Err(Error::invalid(16, "file header", format!("attr size {attr_size}")));
+            return Err(Error::perfdata_invalid(
+                16,
+                "file header",
+                format!("attr size {attr_size}"),
+            ));
         }
         if attrs_size % attr_size != 0 {
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 32,
                 "file header",
                 format!("attrs section of {attrs_size} bytes is not a multiple of {attr_size}"),
@@ -149,14 +153,22 @@ impl<R: Read + Seek> PerfData<R> {
             let attr = EventAttr::parse(&a[..n]);
             let (ids_at, ids_size) = (super::u64_at(a, n), super::u64_at(a, n + 8));
             if ids_size % 8 != 0 {
-                return Err(Error::invalid(at, "attrs", format!("ids of {ids_size} bytes")));
+                return Err(Error::perfdata_invalid(
+                    at,
+                    "attrs",
+                    format!("ids of {ids_size} bytes"),
+                ));
             }
             let ids = self.read_vec(ids_at, ids_size, "attr ids")?;
             let ids = ids.chunks_exact(8).map(|c| super::u64_at(c, 0)).collect();
             self.attrs.push(Attr { attr, ids, name: None });
         }
         if self.attrs.is_empty() {
-            return Err(Error::invalid(24, "file header", "the file has no events".into()));
+            return Err(Error::perfdata_invalid(
+                24,
+                "file header",
+                "the file has no events".into(),
+            ));
         }
 
         // Features: their table follows the data section.
@@ -167,7 +179,7 @@ impl<R: Read + Seek> PerfData<R> {
         let table_at = self.data_offset.saturating_add(self.data_size);
         if table_at > self.input.len {
             // The records say where they are cut; this says what else is lost.
-            self.warnings.push(Error::invalid(
+            self.warnings.push(Error::perfdata_invalid(
                 self.input.len,
                 "feature sections",
                 format!(
@@ -196,7 +208,7 @@ impl<R: Read + Seek> PerfData<R> {
             let size = super::u64_at(&table, 16 * i + 8);
             let what = features::name(feat);
             if size > MAX_SECTION {
-                self.warnings.push(Error::invalid(at, what, format!("size {size}")));
+                self.warnings.push(Error::perfdata_invalid(at, what, format!("size {size}")));
                 continue;
             }
             let parsed = self
@@ -232,7 +244,7 @@ impl<R: Read + Seek> PerfData<R> {
                 kind::HEADER_ATTR => {
                     let n = if body.len() >= 8 { super::u32_at(body, 4) as usize } else { 0 };
                     if n < SIZE_VER0 || n > body.len() {
-                        return Err(Error::invalid(
+                        return Err(Error::perfdata_invalid(
                             pos,
                             "HEADER_ATTR record",
                             format!("attr size {n}"),
@@ -278,7 +290,7 @@ impl<R: Read + Seek> PerfData<R> {
             pos = next;
         }
         if self.attrs.is_empty() {
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 PIPE_HEADER_SIZE,
                 "pipe header",
                 "no HEADER_ATTR record: the stream has no events".into(),
@@ -653,7 +665,11 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             (super::u32_at(h, 0), super::u16_at(h, 4), super::u16_at(h, 6) as usize);
         if size < 8 {
             self.done = true;
-            return Err(Error::invalid(offset, "record header", format!("record size {size}")));
+            return Err(Error::perfdata_invalid(
+                offset,
+                "record header",
+                format!("record size {size}"),
+            ));
         }
         if !self.fill(size)? {
             return self.at_end(offset, size as u64);
@@ -668,7 +684,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             }
             kind::COMPRESSED => {
                 self.done = true;
-                return Err(Error::new(
+                return Err(Error::perfdata(
                     offset,
                     "COMPRESSED record",
                     ErrorKind::Unsupported("compressed perf.data (perf record -z)".into()),
@@ -690,7 +706,7 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             let to = self.file_pos + self.start as u64 + n;
             if to > self.end {
                 self.done = true;
-                return Err(Error::truncated(
+                return Err(Error::perfdata_truncated(
                     offset,
                     "record data",
                     n,
@@ -712,12 +728,12 @@ impl<'d, R: Read + Seek> Records<'d, R> {
             return Ok(None);
         }
         if self.end < self.claimed_end {
-            return Err(Error::new(
+            return Err(Error::perfdata(
                 offset,
                 "data section",
                 ErrorKind::Truncated { need: self.claimed_end - offset, have },
             ));
         }
-        Err(Error::truncated(offset, "record", need, have))
+        Err(Error::perfdata_truncated(offset, "record", need, have))
     }
 }

@@ -199,7 +199,7 @@ struct Cur<'a> {
 
 impl<'a> Cur<'a> {
     fn err(&self, need: usize) -> Error {
-        Error::truncated(
+        Error::perfdata_truncated(
             self.offset + self.pos as u64,
             self.what,
             need as u64,
@@ -410,7 +410,11 @@ pub fn parse_sample_id(body: &[u8], attr: Option<&EventAttr>) -> SampleId {
 fn parse_inner<'a>(raw: RawRecord<'a>, attr: Option<&EventAttr>) -> Result<Record<'a>, Error> {
     if raw.kind == kind::SAMPLE {
         let attr = attr.ok_or_else(|| {
-            Error::invalid(raw.offset, "SAMPLE record", "a sample of no known event".into())
+            Error::perfdata_invalid(
+                raw.offset,
+                "SAMPLE record",
+                "a sample of no known event".into(),
+            )
         })?;
         return parse_sample(&raw, attr).map(Record::Sample);
     }

@@ -99,7 +99,7 @@ impl<W: Write + Seek> Writer<W> {
     pub fn new(mut out: W, attrs: Vec<WriterAttr>) -> Result<Writer<W>, Error> {
         let what = "writing attrs";
         if attrs.is_empty() {
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 0,
                 what,
                 "a perf.data file needs at least one event".into(),
@@ -121,7 +121,7 @@ impl<W: Write + Seek> Writer<W> {
                 && (id_bits(a.attr.sample_type).is_none()
                     || id_bits(a.attr.sample_type) != id_bits(first.sample_type))
             {
-                return Err(Error::invalid(
+                return Err(Error::perfdata_invalid(
                     0,
                     what,
                     format!(
@@ -131,7 +131,7 @@ impl<W: Write + Seek> Writer<W> {
                 ));
             }
             if a.attr.sample_id_all() != first.sample_id_all() {
-                return Err(Error::invalid(
+                return Err(Error::perfdata_invalid(
                     0,
                     what,
                     format!("event {:?}: sample_id_all differs", a.name),
@@ -142,11 +142,15 @@ impl<W: Write + Seek> Writer<W> {
         for (i, a) in attrs.iter().enumerate() {
             for &id in &a.ids {
                 if by_id.insert(id, i).is_some() {
-                    return Err(Error::invalid(0, what, format!("id {id} belongs to two events")));
+                    return Err(Error::perfdata_invalid(
+                        0,
+                        what,
+                        format!("id {id} belongs to two events"),
+                    ));
                 }
             }
         }
-        out.seek(SeekFrom::Start(0)).map_err(|e| Error::new(0, what, ErrorKind::Io(e)))?;
+        out.seek(SeekFrom::Start(0)).map_err(|e| Error::perfdata(0, what, ErrorKind::Io(e)))?;
         let mut w = Writer {
             out,
             pos: 0,
@@ -198,13 +202,13 @@ impl<W: Write + Seek> Writer<W> {
     fn bytes(&mut self, b: &[u8]) -> Result<(), Error> {
         self.out
             .write_all(b)
-            .map_err(|e| Error::new(self.pos, "writing perf.data", ErrorKind::Io(e)))?;
+            .map_err(|e| Error::perfdata(self.pos, "writing perf.data", ErrorKind::Io(e)))?;
         self.pos += b.len() as u64;
         Ok(())
     }
 
     fn patch(&mut self, at: u64, b: &[u8]) -> Result<(), Error> {
-        let io = |e| Error::new(at, "patching the perf.data header", ErrorKind::Io(e));
+        let io = |e| Error::perfdata(at, "patching the perf.data header", ErrorKind::Io(e));
         self.out.seek(SeekFrom::Start(at)).map_err(io)?;
         self.out.write_all(b).map_err(io)?;
         self.out.seek(SeekFrom::Start(self.pos)).map_err(io)?;
@@ -249,7 +253,7 @@ impl<W: Write + Seek> Writer<W> {
             let size =
                 if records.len() - p >= 8 { super::u16_at(records, p + 6) as usize } else { 0 };
             if size < 8 || size > records.len() - p {
-                return Err(Error::invalid(
+                return Err(Error::perfdata_invalid(
                     self.pos,
                     "records to write",
                     format!("record at byte {p} of {}: size {size} does not fit", records.len()),
@@ -298,7 +302,7 @@ impl<W: Write + Seek> Writer<W> {
     /// trailer without an id gets the event's first id.
     pub fn write(&mut self, attr: usize, record: &Record<'_>) -> Result<(), Error> {
         let a = self.attrs.get(attr).ok_or_else(|| {
-            Error::invalid(self.pos, "writing a record", format!("no event {attr}"))
+            Error::perfdata_invalid(self.pos, "writing a record", format!("no event {attr}"))
         })?;
         let first_id = a.ids.first().copied();
         let mut r = *record;
@@ -320,7 +324,7 @@ impl<W: Write + Seek> Writer<W> {
         let attr_copy = a.attr.clone();
         if !record::encode(&r, Some(&attr_copy), &mut buf) {
             self.scratch = buf;
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 self.pos,
                 "writing a record",
                 "a record tp cannot encode".into(),
@@ -367,7 +371,7 @@ impl<W: Write + Seek> Writer<W> {
         reset: impl FnOnce(W, u64) -> std::io::Result<W>,
     ) -> Result<Writer<W>, Error> {
         let Some(&(end, stats)) = self.rounds.iter().rev().find(|r| r.0 + room <= limit) else {
-            return Err(Error::invalid(
+            return Err(Error::perfdata_invalid(
                 limit,
                 "cutting perf.data back",
                 format!(
@@ -376,7 +380,7 @@ impl<W: Write + Seek> Writer<W> {
             ));
         };
         self.out = reset(self.out, end)
-            .map_err(|e| Error::new(end, "cutting perf.data back", ErrorKind::Io(e)))?;
+            .map_err(|e| Error::perfdata(end, "cutting perf.data back", ErrorKind::Io(e)))?;
         self.pos = end;
         self.stats = stats;
         Ok(self)
@@ -450,7 +454,7 @@ impl<W: Write + Seek> Writer<W> {
         self.patch(40, &h)?;
         self.out
             .flush()
-            .map_err(|e| Error::new(self.pos, "writing perf.data", ErrorKind::Io(e)))?;
+            .map_err(|e| Error::perfdata(self.pos, "writing perf.data", ErrorKind::Io(e)))?;
         let stats =
             WriteStats { data_bytes: data_end - self.data_start, bytes: self.pos, ..self.stats };
         Ok((self.out, stats))

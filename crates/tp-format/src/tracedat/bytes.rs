@@ -46,14 +46,14 @@ impl<R> Clone for Input<R> {
 impl Input<File> {
     /// A file read with positional reads.
     pub(crate) fn file(f: File) -> Result<Input<File>, Error> {
-        let len = f.metadata().map_err(|e| Error::io(0, "file length", e))?.len();
+        let len = f.metadata().map_err(|e| Error::tracedat_io(0, "file length", e))?.len();
         Ok(Input { r: Arc::new(Backing::File(f)), len, big_endian: false })
     }
 }
 
 impl<R: Read + Seek> Input<R> {
     pub(crate) fn new(mut r: R) -> Result<Input<R>, Error> {
-        let len = r.seek(SeekFrom::End(0)).map_err(|e| Error::io(0, "file length", e))?;
+        let len = r.seek(SeekFrom::End(0)).map_err(|e| Error::tracedat_io(0, "file length", e))?;
         let state = SeekState { r, pos: Some(len) };
         Ok(Input { r: Arc::new(Backing::Seek(Mutex::new(state))), len, big_endian: false })
     }
@@ -62,7 +62,7 @@ impl<R: Read + Seek> Input<R> {
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8], what: &str) -> Result<(), Error> {
         let end = offset.checked_add(buf.len() as u64);
         if end.is_none_or(|e| e > self.len) {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 offset,
                 what,
                 ErrorKind::Truncated {
@@ -74,7 +74,7 @@ impl<R: Read + Seek> Input<R> {
         match &*self.r {
             Backing::File(f) => {
                 use std::os::unix::fs::FileExt;
-                f.read_exact_at(buf, offset).map_err(|e| Error::io(offset, what, e))
+                f.read_exact_at(buf, offset).map_err(|e| Error::tracedat_io(offset, what, e))
             }
             Backing::Seek(m) => {
                 // A panic while holding the lock leaves the position unknown, not wrong.
@@ -82,10 +82,11 @@ impl<R: Read + Seek> Input<R> {
                 let st = &mut *st;
                 if st.pos != Some(offset) {
                     st.pos = None;
-                    st.r.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(offset, what, e))?;
+                    st.r.seek(SeekFrom::Start(offset))
+                        .map_err(|e| Error::tracedat_io(offset, what, e))?;
                 }
                 st.pos = None;
-                st.r.read_exact(buf).map_err(|e| Error::io(offset, what, e))?;
+                st.r.read_exact(buf).map_err(|e| Error::tracedat_io(offset, what, e))?;
                 st.pos = end;
                 Ok(())
             }
@@ -95,10 +96,14 @@ impl<R: Read + Seek> Input<R> {
     /// Read `n` bytes at `offset` into a new vector (n checked against the file length).
     pub(crate) fn read_vec(&self, offset: u64, n: u64, what: &str) -> Result<Vec<u8>, Error> {
         if n > MAX_SECTION {
-            return Err(Error::invalid(offset, what, format!("size {n} is implausibly large")));
+            return Err(Error::tracedat_invalid(
+                offset,
+                what,
+                format!("size {n} is implausibly large"),
+            ));
         }
         if offset.checked_add(n).is_none_or(|e| e > self.len) {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 offset,
                 what,
                 ErrorKind::Truncated { need: n, have: self.len.saturating_sub(offset) },
@@ -140,7 +145,9 @@ impl<R: Read + Seek> Input<R> {
         self.read_at(offset, &mut b, what)?;
         match memchr::memchr(0, &b) {
             Some(i) => Ok((String::from_utf8_lossy(&b[..i]).into_owned(), offset + i as u64 + 1)),
-            None => Err(Error::invalid(offset, what, "string without terminating NUL".into())),
+            None => {
+                Err(Error::tracedat_invalid(offset, what, "string without terminating NUL".into()))
+            }
         }
     }
 }
@@ -171,7 +178,7 @@ impl<'a> Bytes<'a> {
 
     pub(crate) fn take(&mut self, n: u64) -> Result<&'a [u8], Error> {
         if n > self.remaining() as u64 {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 self.offset(),
                 self.what,
                 ErrorKind::Truncated { need: n, have: self.remaining() as u64 },
@@ -205,7 +212,7 @@ impl<'a> Bytes<'a> {
                 self.pos += i + 1;
                 Ok(s)
             }
-            None => Err(Error::invalid(
+            None => Err(Error::tracedat_invalid(
                 self.offset(),
                 self.what,
                 "string without terminating NUL".into(),

@@ -53,7 +53,7 @@ impl Compression {
     ) -> Result<(), Error> {
         out.clear();
         out.reserve(size.min(1 << 20) as usize);
-        let bad = |m: String| Error::new(offset, section, ErrorKind::Decompress(m));
+        let bad = |m: String| Error::tracedat(offset, section, ErrorKind::Decompress(m));
         let res = match self {
             Compression::None => {
                 out.extend_from_slice(data);
@@ -120,7 +120,7 @@ impl Decoder {
         if size > ONE_SHOT_MAX || self.comp == Compression::None {
             return self.comp.decompress(data, size, offset, section, out);
         }
-        let bad = |m: String| Error::new(offset, section, ErrorKind::Decompress(m));
+        let bad = |m: String| Error::tracedat(offset, section, ErrorKind::Decompress(m));
         out.clear();
         // One byte more than stated: a block that gives more is caught by the length check
         // rather than as an unhelpful "destination too small".

@@ -79,9 +79,6 @@ pub use read::{Buffer, BufferKind, CpuData, TraceDat, Tsc2Nsec};
 pub use records::{Item, Lost, PageSource, ReadPages, Record, Records};
 pub use write::{BufferPages, CpuPages, Metadata, WriteStats, Writer, WriterOptions};
 
-use crate::page::PageError;
-use std::fmt;
-
 /// The magic at the start of every trace.dat file.
 pub const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 
@@ -118,85 +115,5 @@ pub mod option {
     pub const SAVED_TGIDS: u16 = 0x7470;
 }
 
-/// A trace.dat problem: where (file offset, section) and what.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Error {
-    /// File offset the problem was found at (for compressed sections: of the block).
-    pub offset: u64,
-    /// The section or structure being read, e.g. `options`, `CPU 1 data`.
-    pub section: String,
-    pub kind: ErrorKind,
-}
-
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    Io(std::io::Error),
-    /// The file ends early: `need` bytes were expected, `have` exist.
-    Truncated {
-        need: u64,
-        have: u64,
-    },
-    /// Not a trace.dat file.
-    BadMagic,
-    /// A file version or compression tp does not read.
-    Unsupported(String),
-    /// A value that cannot be right (lying size, bad offset, unknown section id...).
-    Invalid(String),
-    /// Compressed data that does not decompress.
-    Decompress(String),
-    /// A malformed ring-buffer page.
-    Page {
-        cpu: u32,
-        error: PageError,
-    },
-}
-
-impl Error {
-    pub(crate) fn new(offset: u64, section: &str, kind: ErrorKind) -> Error {
-        Error { offset, section: section.to_string(), kind }
-    }
-    pub(crate) fn io(offset: u64, section: &str, e: std::io::Error) -> Error {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            return Error::new(offset, section, ErrorKind::Truncated { need: 1, have: 0 });
-        }
-        Error::new(offset, section, ErrorKind::Io(e))
-    }
-    pub(crate) fn invalid(offset: u64, section: &str, msg: String) -> Error {
-        Error::new(offset, section, ErrorKind::Invalid(msg))
-    }
-    /// Whether this error says the file was cut short.
-    pub fn is_truncation(&self) -> bool {
-        matches!(self.kind, ErrorKind::Truncated { .. })
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "trace.dat offset {:#x} ({}): ", self.offset, self.section)?;
-        match &self.kind {
-            ErrorKind::Io(e) => write!(f, "{e}"),
-            ErrorKind::Truncated { need, have } => {
-                write!(f, "file truncated: need {need} bytes, only {have} present")
-            }
-            ErrorKind::BadMagic => write!(f, "not a trace.dat file (bad magic)"),
-            ErrorKind::Unsupported(m) => write!(f, "unsupported: {m}"),
-            ErrorKind::Invalid(m) => write!(f, "{m}"),
-            ErrorKind::Decompress(m) => write!(f, "corrupt compressed data: {m}"),
-            ErrorKind::Page { cpu, error } => write!(f, "CPU {cpu}: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            // Not the I/O error: the message already ends with it, and a chain printed with
-            // `{:#}` would say it twice (`No space left on device (os error 28): No space...`).
-            ErrorKind::Io(_) => None,
-            ErrorKind::Page { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-}
+/// A trace.dat problem: the crate's one file error ([`crate::error`]).
+pub use crate::error::{Error, ErrorKind};

@@ -83,7 +83,7 @@ impl<R: Read> ReadPages<R> {
                 Ok(n) => self.filled += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(Error::io(
+                    return Err(Error::tracedat_io(
                         self.base + self.offset + self.filled as u64,
                         &self.what,
                         e,
@@ -114,7 +114,7 @@ impl<R: Read> PageSource for ReadPages<R> {
         if partial || short {
             let need =
                 self.limit.unwrap_or(have.div_ceil(self.page_size as u64) * self.page_size as u64);
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 self.base + self.offset,
                 &self.what,
                 ErrorKind::Truncated { need: need - self.offset, have: have - self.offset },
@@ -261,7 +261,7 @@ impl<'s> Records<'s> {
                         let cpu = c.cpu;
                         let what = format!("CPU {cpu} page");
                         let kind = ErrorKind::Page { cpu, error: e };
-                        self.errors.push(Error::new(c.page_offset, &what, kind));
+                        self.errors.push(Error::tracedat(c.page_offset, &what, kind));
                     }
                 }
             }
@@ -295,7 +295,7 @@ impl<'s> Records<'s> {
                     let cpu = c.cpu;
                     let what = format!("CPU {cpu} page");
                     let kind = ErrorKind::Page { cpu, error: e };
-                    self.errors.push(Error::new(c.page_offset, &what, kind));
+                    self.errors.push(Error::tracedat(c.page_offset, &what, kind));
                 }
             }
         }

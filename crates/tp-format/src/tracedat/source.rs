@@ -108,7 +108,7 @@ impl<R: Read + Seek> ChunkPages<R> {
     fn load_chunk(&mut self) -> Result<bool, Error> {
         if self.chunks_left.is_none() {
             if self.end < self.pos + 4 {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     self.pos,
                     &self.what,
                     "CPU data too small for a chunk count".into(),
@@ -123,7 +123,7 @@ impl<R: Read + Seek> ChunkPages<R> {
             }
             let at = self.pos;
             if self.end < at + 8 {
-                return Err(Error::new(
+                return Err(Error::tracedat(
                     at,
                     &self.what,
                     ErrorKind::Truncated { need: 8, have: self.end.saturating_sub(at) },
@@ -141,7 +141,7 @@ impl<R: Read + Seek> ChunkPages<R> {
             let csize = word([hdr[0], hdr[1], hdr[2], hdr[3]]) as u64;
             let usize_ = word([hdr[4], hdr[5], hdr[6], hdr[7]]) as u64;
             if at + 8 + csize > self.end {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     at,
                     &self.what,
                     format!("chunk of {csize} bytes runs past the CPU data end {:#x}", self.end),
@@ -150,7 +150,7 @@ impl<R: Read + Seek> ChunkPages<R> {
             // The CPU data's size is the file's word too: check against the bytes that exist
             // before allocating what a lying size claims.
             if at + 8 + csize > self.input.len {
-                return Err(Error::new(
+                return Err(Error::tracedat(
                     at + 8,
                     &self.what,
                     ErrorKind::Truncated {
@@ -160,7 +160,7 @@ impl<R: Read + Seek> ChunkPages<R> {
                 ));
             }
             if usize_ > MAX_CHUNK {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     at,
                     &self.what,
                     format!("chunk uncompressed size {usize_} is implausible"),
@@ -179,7 +179,7 @@ impl<R: Read + Seek> ChunkPages<R> {
             self.chunk_offset = at;
             self.cur = 0;
             if self.buf.len() % self.page_size != 0 {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     at,
                     &self.what,
                     format!(

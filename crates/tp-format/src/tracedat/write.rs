@@ -142,7 +142,7 @@ struct Out<'w, W> {
 
 impl<W: Write + Seek> Out<'_, W> {
     fn bytes(&mut self, b: &[u8]) -> Result<(), Error> {
-        self.w.write_all(b).map_err(|e| Error::io(self.pos, "writing", e))?;
+        self.w.write_all(b).map_err(|e| Error::tracedat_io(self.pos, "writing", e))?;
         self.pos += b.len() as u64;
         Ok(())
     }
@@ -166,9 +166,9 @@ impl<W: Write + Seek> Out<'_, W> {
     /// Overwrite at `at`, then return to the end.
     fn patch(&mut self, at: u64, b: &[u8]) -> Result<(), Error> {
         let end = self.pos;
-        self.w.seek(SeekFrom::Start(at)).map_err(|e| Error::io(at, "patching", e))?;
-        self.w.write_all(b).map_err(|e| Error::io(at, "patching", e))?;
-        self.w.seek(SeekFrom::Start(end)).map_err(|e| Error::io(end, "patching", e))?;
+        self.w.seek(SeekFrom::Start(at)).map_err(|e| Error::tracedat_io(at, "patching", e))?;
+        self.w.write_all(b).map_err(|e| Error::tracedat_io(at, "patching", e))?;
+        self.w.seek(SeekFrom::Start(end)).map_err(|e| Error::tracedat_io(end, "patching", e))?;
         Ok(())
     }
     fn patch_u32(&mut self, at: u64, v: u32) -> Result<(), Error> {
@@ -233,7 +233,7 @@ impl Writer {
     ) -> Result<WriteStats, Error> {
         let o = self.opts;
         if o.version != 6 && o.version != 7 {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 0,
                 "writer",
                 super::ErrorKind::Unsupported(format!("file version {}", o.version)),
@@ -249,7 +249,7 @@ impl Writer {
         } else {
             self.write_v6(&mut out, meta, buffers)?
         };
-        out.w.flush().map_err(|e| Error::io(out.pos, "writing", e))?;
+        out.w.flush().map_err(|e| Error::tracedat_io(out.pos, "writing", e))?;
         Ok(WriteStats { bytes: out.pos, ..stats })
     }
 
@@ -416,7 +416,7 @@ impl Writer {
                             }
                             let z = comp
                                 .compress(&chunk[..n])
-                                .map_err(|e| Error::io(out.pos, "compressing", e))?;
+                                .map_err(|e| Error::tracedat_io(out.pos, "compressing", e))?;
                             out.u32(z.len() as u32)?;
                             out.u32(n as u32)?;
                             out.bytes(&z)?;
@@ -479,7 +479,9 @@ impl Writer {
             out.u64(content.len() as u64)?;
             out.bytes(content)
         } else {
-            let z = comp.compress(content).map_err(|e| Error::io(out.pos, "compressing", e))?;
+            let z = comp
+                .compress(content)
+                .map_err(|e| Error::tracedat_io(out.pos, "compressing", e))?;
             out.u16(1)?;
             out.u32(desc)?;
             out.u64(z.len() as u64 + 8)?;
@@ -584,7 +586,7 @@ fn copy_chunk<W: Write + Seek>(
     if got == 0 {
         return Ok(None);
     }
-    let bad = |m: String| Error::invalid(start, "precompressed CPU data", m);
+    let bad = |m: String| Error::tracedat_invalid(start, "precompressed CPU data", m);
     if got < hdr.len() {
         return Err(bad(format!("chunk header cut short after {got} bytes")));
     }
@@ -596,7 +598,7 @@ fn copy_chunk<W: Write + Seek>(
     }
     out.bytes(&hdr)?;
     let n = std::io::copy(&mut r.take(zsize as u64), out.w)
-        .map_err(|e| Error::io(start, "reading CPU chunks", e))?;
+        .map_err(|e| Error::tracedat_io(start, "reading CPU chunks", e))?;
     out.pos += n;
     if n != zsize as u64 {
         return Err(bad(format!("chunk of {zsize} bytes cut short after {n}")));
@@ -612,7 +614,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8], at: u64) -> Result<usize, Error> 
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(at, "reading CPU pages", e)),
+            Err(e) => return Err(Error::tracedat_io(at, "reading CPU pages", e)),
         }
     }
     Ok(n)

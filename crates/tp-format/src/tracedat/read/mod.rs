@@ -260,21 +260,20 @@ impl<R: Read + Seek> TraceDat<R> {
         let mut magic = [0u8; 10];
         input.read_at(0, &mut magic, "initial format").map_err(|e| {
             if e.is_truncation() {
-                Error::new(0, "initial format", ErrorKind::BadMagic)
+                Error::tracedat(0, "initial format", ErrorKind::BadMagic)
             } else {
                 e
             }
         })?;
         if &magic != MAGIC {
-            return Err(Error::new(0, "initial format", ErrorKind::BadMagic));
+            return Err(Error::tracedat(0, "initial format", ErrorKind::BadMagic));
         }
         let (vs, mut pos) = input.cstr_at(10, 16, "version string")?;
-        let version: u32 = vs
-            .trim()
-            .parse()
-            .map_err(|_| Error::invalid(10, "version string", format!("bad version {vs:?}")))?;
+        let version: u32 = vs.trim().parse().map_err(|_| {
+            Error::tracedat_invalid(10, "version string", format!("bad version {vs:?}"))
+        })?;
         if version != 6 && version != 7 {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 10,
                 "version string",
                 ErrorKind::Unsupported(format!("file version {version} (tp reads 6 and 7)")),
@@ -285,17 +284,33 @@ impl<R: Read + Seek> TraceDat<R> {
         let big_endian = match b[0] {
             0 => false,
             1 => true,
-            x => return Err(Error::invalid(pos, "initial format", format!("endianness byte {x}"))),
+            x => {
+                return Err(Error::tracedat_invalid(
+                    pos,
+                    "initial format",
+                    format!("endianness byte {x}"),
+                ))
+            }
         };
         let long_size = match b[1] {
             4 | 8 => b[1] as usize,
-            x => return Err(Error::invalid(pos + 1, "initial format", format!("long size {x}"))),
+            x => {
+                return Err(Error::tracedat_invalid(
+                    pos + 1,
+                    "initial format",
+                    format!("long size {x}"),
+                ))
+            }
         };
         input.big_endian = big_endian;
         pos += 2;
         let page_size = input.u32_at(pos, "initial format")? as usize;
         if !(64..=(1 << 24)).contains(&page_size) {
-            return Err(Error::invalid(pos, "initial format", format!("page size {page_size}")));
+            return Err(Error::tracedat_invalid(
+                pos,
+                "initial format",
+                format!("page size {page_size}"),
+            ));
         }
         pos += 4;
         let mut dat = TraceDat {
@@ -371,14 +386,14 @@ impl<R: Read + Seek> TraceDat<R> {
     /// Where CPU index `cpu` of buffer `index` is, and its name for messages.
     fn cpu_data(&self, index: usize, cpu: usize) -> Result<(CpuData, String), Error> {
         let buf = self.buffers.get(index).ok_or_else(|| {
-            Error::invalid(
+            Error::tracedat_invalid(
                 0,
                 "buffers",
                 format!("no buffer {index} (the file has {})", self.buffers.len()),
             )
         })?;
         let c = *buf.cpus.get(cpu).ok_or_else(|| {
-            Error::invalid(
+            Error::tracedat_invalid(
                 buf.offset,
                 "buffers",
                 format!("buffer {:?} has no CPU index {cpu}", buf.name),
@@ -390,14 +405,14 @@ impl<R: Read + Seek> TraceDat<R> {
     /// Stream buffer `index`'s records, all CPUs merged by time.
     pub fn records(&self, index: usize) -> Result<Records<'_>, Error> {
         let buf = self.buffers.get(index).ok_or_else(|| {
-            Error::invalid(
+            Error::tracedat_invalid(
                 0,
                 "buffers",
                 format!("no buffer {index} (the file has {})", self.buffers.len()),
             )
         })?;
         if buf.kind == BufferKind::Latency {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 buf.offset,
                 "buffer text",
                 ErrorKind::Unsupported(format!(
@@ -429,7 +444,7 @@ impl<R: Read + Seek> TraceDat<R> {
         let buf = self
             .buffers
             .get(index)
-            .ok_or_else(|| Error::invalid(0, "buffers", format!("no buffer {index}")))?;
+            .ok_or_else(|| Error::tracedat_invalid(0, "buffers", format!("no buffer {index}")))?;
         if self.version == 7 {
             let (d, _) = self.read_section(buf.offset, option::BUFFER_TEXT)?;
             Ok(text_of(&d))

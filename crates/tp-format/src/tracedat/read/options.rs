@@ -125,7 +125,7 @@ impl<R: Read + Seek> TraceDat<R> {
         }
         let page_size = o.u32()? as usize;
         if page_size != self.page_size {
-            return Err(Error::invalid(
+            return Err(Error::tracedat_invalid(
                 at,
                 "BUFFER option",
                 format!(
@@ -136,7 +136,7 @@ impl<R: Read + Seek> TraceDat<R> {
         }
         let n = o.u32()? as usize;
         if n > o.remaining() / 20 {
-            return Err(Error::invalid(
+            return Err(Error::tracedat_invalid(
                 at,
                 "BUFFER option",
                 format!("{n} CPUs do not fit the option"),
@@ -155,7 +155,7 @@ impl<R: Read + Seek> TraceDat<R> {
             let id = self.input.u16_at(offset, "buffer flyrecord")?;
             let flags = self.input.u16_at(offset + 2, "buffer flyrecord")?;
             if id != option::BUFFER {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     offset,
                     "buffer flyrecord",
                     format!("section id {id} where 3 (buffer flyrecord) was expected"),

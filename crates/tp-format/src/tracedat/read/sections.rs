@@ -13,15 +13,19 @@ impl<R: Read + Seek> TraceDat<R> {
     pub(super) fn parse_header_info(&mut self, b: &mut Bytes<'_>) -> Result<(), Error> {
         let at = b.offset();
         if b.take(12)? != b"header_page\0" {
-            return Err(Error::invalid(at, "header info", "expected \"header_page\"".into()));
+            return Err(Error::tracedat_invalid(
+                at,
+                "header info",
+                "expected \"header_page\"".into(),
+            ));
         }
         let n = b.u64()?;
         let at_text = b.offset();
         self.header_page_text = b.text(n)?;
         self.header_page = HeaderPage::parse(&self.header_page_text)
-            .map_err(|m| Error::invalid(at_text, "header_page", m))?;
+            .map_err(|m| Error::tracedat_invalid(at_text, "header_page", m))?;
         if self.header_page.page_size() > self.page_size {
-            return Err(Error::invalid(
+            return Err(Error::tracedat_invalid(
                 at_text,
                 "header_page",
                 format!(
@@ -33,13 +37,17 @@ impl<R: Read + Seek> TraceDat<R> {
         }
         let at = b.offset();
         if b.take(13)? != b"header_event\0" {
-            return Err(Error::invalid(at, "header info", "expected \"header_event\"".into()));
+            return Err(Error::tracedat_invalid(
+                at,
+                "header info",
+                "expected \"header_event\"".into(),
+            ));
         }
         let n = b.u64()?;
         let at_text = b.offset();
         self.header_event_text = b.text(n)?;
         crate::header::check_header_event(&self.header_event_text)
-            .map_err(|m| Error::invalid(at_text, "header_event", m))?;
+            .map_err(|m| Error::tracedat_invalid(at_text, "header_event", m))?;
         Ok(())
     }
 
@@ -107,7 +115,11 @@ impl<R: Read + Seek> TraceDat<R> {
         let n = Bytes::new(&data, base, self.big_endian, "kallsyms").u32()? as u64;
         let have = data.len() as u64 - 4;
         if n > have {
-            return Err(Error::new(base + 4, "kallsyms", ErrorKind::Truncated { need: n, have }));
+            return Err(Error::tracedat(
+                base + 4,
+                "kallsyms",
+                ErrorKind::Truncated { need: n, have },
+            ));
         }
         data.truncate(4 + n as usize);
         // Trailing NULs dropped, as `text_of` does.

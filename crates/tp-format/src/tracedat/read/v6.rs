@@ -44,7 +44,7 @@ impl<'a, R: Read + Seek> Walk<'a, R> {
     fn tag(&mut self, tag: &[u8], name: &str) -> Result<(), Error> {
         let t = self.input.read_vec(self.pos, tag.len() as u64, self.what)?;
         if t != tag {
-            return Err(Error::invalid(self.pos, self.what, format!("expected {name:?}")));
+            return Err(Error::tracedat_invalid(self.pos, self.what, format!("expected {name:?}")));
         }
         self.pos += tag.len() as u64;
         Ok(())
@@ -59,7 +59,7 @@ impl<'a, R: Read + Seek> Walk<'a, R> {
         };
         self.pos = self.pos.saturating_add(len_bytes).saturating_add(n);
         if self.pos > self.input.len {
-            return Err(Error::new(
+            return Err(Error::tracedat(
                 self.start,
                 self.what,
                 ErrorKind::Truncated {
@@ -144,7 +144,7 @@ impl<R: Read + Seek> TraceDat<R> {
         let cpus = self.input.u32_at(pos, "CPU count")?;
         pos += 4;
         if cpus as u64 > self.input.len / 16 {
-            return Err(Error::invalid(
+            return Err(Error::tracedat_invalid(
                 pos - 4,
                 "CPU count",
                 format!("{cpus} CPUs is implausible"),
@@ -200,7 +200,7 @@ impl<R: Read + Seek> TraceDat<R> {
             });
         }
         if !tag.starts_with(b"flyrecord") {
-            return Err(Error::invalid(
+            return Err(Error::tracedat_invalid(
                 pos,
                 "data tag",
                 format!("expected \"flyrecord\", found {:?}", text_of(&tag)),

@@ -13,7 +13,7 @@ impl<R: Read + Seek> TraceDat<R> {
         let (name, next) = self.input.cstr_at(pos, 64, "compression header")?;
         let (cver, next) = self.input.cstr_at(next, 64, "compression header")?;
         self.compression = Compression::from_name(&name).ok_or_else(|| {
-            Error::new(
+            Error::tracedat(
                 pos,
                 "compression header",
                 ErrorKind::Unsupported(format!("compression {name:?}")),
@@ -25,7 +25,7 @@ impl<R: Read + Seek> TraceDat<R> {
         let mut seen = HashSet::new();
         while opt_off != 0 {
             if !seen.insert(opt_off) || seen.len() > 1024 {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     opt_off,
                     "options",
                     "options sections form a loop".into(),
@@ -35,7 +35,7 @@ impl<R: Read + Seek> TraceDat<R> {
             opt_off = self.parse_options(&data, base, p)?.unwrap_or(0);
         }
         let hp = p.header_info.ok_or_else(|| {
-            Error::invalid(
+            Error::tracedat_invalid(
                 pos,
                 "options",
                 "no HEADER_INFO option: the file has no page layout".into(),
@@ -75,7 +75,7 @@ impl<R: Read + Seek> TraceDat<R> {
         let flags = self.input.u16_at(offset + 2, name)?;
         let size = self.input.u64_at(offset + 8, name)?;
         if id != want {
-            return Err(Error::invalid(
+            return Err(Error::tracedat_invalid(
                 offset,
                 name,
                 format!("section id {id} where {want} ({name}) was expected"),
@@ -86,14 +86,14 @@ impl<R: Read + Seek> TraceDat<R> {
             let csize = self.input.u32_at(base, name)? as u64;
             let usize_ = self.input.u32_at(base + 4, name)? as u64;
             if csize + 8 > size {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     base,
                     name,
                     format!("compressed size {csize} exceeds the section size {size}"),
                 ));
             }
             if usize_ > MAX_SECTION {
-                return Err(Error::invalid(
+                return Err(Error::tracedat_invalid(
                     base,
                     name,
                     format!("uncompressed size {usize_} is implausible"),
