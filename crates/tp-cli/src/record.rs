@@ -334,6 +334,7 @@ fn record(
         &args.trace.pids,
         &traced_pids,
         args.trace.children,
+        args.trace.all,
     ) {
         Ok(m) => m,
         Err(e) => {

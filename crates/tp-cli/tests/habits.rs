@@ -226,3 +226,45 @@ fn perf_s_dash_c_is_answered_with_period() {
         assert!(err.contains("give --period 1"), "{err}");
     }
 }
+
+/// `-a` recordings save the maps of every process, so `tp faults` names the file of another
+/// process's fault: a process started before the recording maps a file of its own again
+/// and again.
+#[test]
+fn all_recordings_save_every_process_s_maps() {
+    require_tracefs();
+    let t = Tmp::new("all-maps");
+    let data = t.path("mapped-by-another-process.bin");
+    std::fs::write(&data, vec![7u8; 64 << 12]).unwrap();
+    let script = format!(
+        "import mmap, time\nf = open({:?}, 'rb')\nwhile True:\n    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n    sum(m[i] for i in range(0, len(m), 4096))\n    m.close()\n    time.sleep(0.005)\n",
+        data.to_str().unwrap()
+    );
+    let mut other =
+        Command::new("python3").args(["-c", &script]).stdin(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = t.path("f.dat");
+    let o = out.to_str().unwrap();
+    let r = Command::new(TP)
+        .args([
+            "record",
+            "-q",
+            "-a",
+            "-e",
+            "exceptions:page_fault_user",
+            "-o",
+            o,
+            "--",
+            "sleep",
+            "1",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let rep = run(Command::new(TP).args(["faults", "-i", o]));
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert!(text.contains("mapped-by-another-process.bin"), "{text}");
+}

@@ -138,6 +138,12 @@ pub fn threads_of(pid: i32) -> Result<Vec<i32>> {
 
 pub use crate::sys::{is_tty, self_cpu_time};
 
+/// The processes running now (the numeric entries of /proc).
+pub fn all_pids() -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+}
+
 /// Is a process with this pid alive?
 pub fn is_alive(pid: i32) -> bool {
     sys::process_alive(pid)

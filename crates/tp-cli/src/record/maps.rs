@@ -10,7 +10,9 @@
 //! new processes. At the end the records are replayed in time order: the maps saved are
 //! each process's mappings as they were at its exit or at the recording's end, including
 //! mappings later unmapped unless another took their place (so addresses of the trace stay
-//! nameable). `-a` saves none (every process's maps would be most of the file).
+//! nameable). With `-a` the side-band events are per CPU (every process) and the running
+//! processes' maps are read from /proc first: every process seen is saved (on a busy
+//! machine some 6% of a page-fault recording's file).
 //!
 //! The ring is read once, at the end: what did not fit (over [`RING_PAGES`] pages of
 //! records per CPU) is counted and reported, not guessed.
@@ -43,15 +45,25 @@ pub struct Saved {
 }
 
 impl MapsRecorder {
-    /// For `-- CMD` (`child`: its pid, not yet exec'd) or `-p PIDS` (`threads`: theirs;
-    /// `children`: follow new processes). `None` for `-a`.
+    /// For `-- CMD` (`child`: its pid, not yet exec'd), `-p PIDS` (`threads`: theirs;
+    /// `children`: follow new processes) or `-a` (`all`: every process, with or without a
+    /// command).
     pub fn start(
         child: Option<i32>,
         pids: &[i32],
         threads: &[i32],
         children: bool,
+        all: bool,
     ) -> Result<Option<MapsRecorder>> {
-        if child.is_none() && threads.is_empty() {
+        let (child, threads) = if all { (None, &[][..]) } else { (child, threads) };
+        let running: Vec<i32>;
+        let pids = if all {
+            running = tp_tracefs::process::all_pids();
+            &running[..]
+        } else {
+            pids
+        };
+        if !all && child.is_none() && threads.is_empty() {
             return Ok(None);
         }
         let ev = Event::symbolic("dummy")?;
@@ -79,8 +91,12 @@ impl MapsRecorder {
         let mut rings = Vec::new();
         for cpu in counter::online_cpus()? {
             let first = counters.len();
-            for &t in &targets {
-                let c = Counter::open(&ev, Target::ThreadOnCpu(t, cpu), &o, None).context(
+            let on_cpu: Vec<Target> = match all {
+                true => vec![Target::Cpu(cpu)],
+                false => targets.iter().map(|&t| Target::ThreadOnCpu(t, cpu)).collect(),
+            };
+            for t in on_cpu {
+                let c = Counter::open(&ev, t, &o, None).context(
                     "opening perf's side-band records for the traced processes' mappings",
                 )?;
                 if counters.len() == first {

@@ -356,7 +356,8 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     // Tasks that exist already: their names and executable maps, as perf synthesizes them
     // (a command's come from the kernel at its exec).
     if (child.is_none() || req.all) && failed.is_none() {
-        let pids: Vec<i32> = if req.pids.is_empty() { all_pids() } else { req.pids.to_vec() };
+        let pids: Vec<i32> =
+            if req.pids.is_empty() { process::all_pids() } else { req.pids.to_vec() };
         for pid in pids {
             if let Err(e) = synthesize_task(&mut w, pid, data_maps, &mut dsos) {
                 failed = Some(e);
@@ -553,11 +554,6 @@ fn kernel_map<W: std::io::Write + std::io::Seek>(w: &mut Writer<W>) -> Result<()
         filename: "[kernel.kallsyms]_text",
     };
     w.write(0, &pd::Record::Mmap(map, pd::SampleId::default()))
-}
-
-fn all_pids() -> Vec<i32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
-    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
 /// COMM and the executable MMAP2s (with `data`, every file-backed or named mapping) of a
