@@ -30,8 +30,9 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A TSC read, whatever the clock in use: a raw reading only when [`uses_tsc`].
 #[inline(always)]
-fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
@@ -255,17 +256,10 @@ pub fn now_ns() -> u64 {
 /// the hot path.
 #[inline(always)]
 pub fn raw_now() -> u64 {
-    raw_now_tsc().unwrap_or_else(monotonic_ns)
-}
-
-/// A raw reading when it is a TSC read (no call); `None` when readings come from
-/// `clock_gettime`.
-#[inline(always)]
-pub(crate) fn raw_now_tsc() -> Option<u64> {
     if USE_TSC.load(Ordering::Relaxed) {
-        Some(rdtsc())
+        rdtsc()
     } else {
-        None
+        monotonic_ns()
     }
 }
 

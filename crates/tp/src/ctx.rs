@@ -65,7 +65,9 @@ thread_local! {
     static CTX: ThreadCtx = const { ThreadCtx::new() };
     /// `CTX` once this thread records (set by the recorder when it gives the thread a ring,
     /// cleared when `CTX` is torn down): a plain load for the recorder's fast path, without
-    /// the destructor-registration check every `CTX` access makes.
+    /// the destructor-registration check every `CTX` access makes. Set only when the clock is
+    /// the TSC and readers are light (`rcu::light_readers`), so that the fast path, which
+    /// runs only when it is set, tests neither.
     static RECORDING_CTX: Cell<*const ThreadCtx> = const { Cell::new(core::ptr::null()) };
 }
 
@@ -75,9 +77,12 @@ pub(crate) fn recording_ctx() -> *const ThreadCtx {
     RECORDING_CTX.with(Cell::get)
 }
 
-/// Mark `ctx` (this thread's context) as recording.
+/// Mark `ctx` (this thread's context) as recording, if the recorder's fast path may take its
+/// events (see `RECORDING_CTX`).
 pub(crate) fn set_recording_ctx(ctx: &ThreadCtx) {
-    RECORDING_CTX.with(|c| c.set(ctx));
+    if crate::clock::uses_tsc() && rcu::light_readers() {
+        RECORDING_CTX.with(|c| c.set(ctx));
+    }
 }
 
 /// Run `f` with this thread's context; `None` while the thread is being torn down.

@@ -30,6 +30,14 @@ pub enum Layout {
     DynBytes,
 }
 
+impl Layout {
+    /// Whether the field's data follows the fixed part (so the record's length depends on
+    /// the value).
+    pub const fn is_dynamic(&self) -> bool {
+        matches!(self, Layout::DynStr | Layout::DynBytes)
+    }
+}
+
 /// What a printk conversion may print a field as (checked at compile time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrintKind {

@@ -248,7 +248,8 @@ pub mod __private {
     pub use crate::record::{Common, RecordWriter};
     pub use crate::registry::TRACEPOINTS;
     pub use crate::sdt::SEMAPHORE;
-    pub use crate::site::{Emit, Everything, Meta, RecordOnly, TypedProbe, RECORD};
+    pub use crate::site::{record_fast, Emit, Everything, Meta, RecordOnly, TypedProbe};
+    pub use crate::site::{RECORD, RECORD_ONLY_GATE};
     pub use crate::stack::frame_pointer;
     pub use core::marker::PhantomData;
     pub use linkme;

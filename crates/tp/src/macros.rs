@@ -127,15 +127,63 @@ macro_rules! trace_event {
                 }
             }
 
+            /// Something listens. When it is the recorder alone, the record goes straight
+            /// into the thread's page with no call (so no registers to save); anything else
+            /// is a tail call.
+            #[cold]
+            #[inline(never)]
+            #[allow(dead_code, clippy::too_many_arguments)]
+            fn [<__tp_fire_ $name>](__tp_gate: u32, $($arg: $aty),*) {
+                if __tp_gate == $crate::__private::RECORD_ONLY_GATE
+                    && [<__tp_record_fast_ $name>]($($arg),*)
+                {
+                    return;
+                }
+                // Where a user stack starts: this frame's record (see `stack::capture`), taken
+                // here because a build without tail calls puts a frame of its own between.
+                let __tp_fp = $crate::__private::frame_pointer().unwrap_or(0);
+                [<__tp_fire_slow_ $name>](__tp_gate, __tp_fp, $($arg),*)
+            }
+
+            /// The recorder alone listens and the record has no dynamic fields (its length
+            /// is known before the values are): reserve, then compute the values into the
+            /// page. False, with nothing computed, when the full path must take the event.
+            #[inline(always)]
+            #[allow(dead_code, unused_variables, clippy::too_many_arguments)]
+            fn [<__tp_record_fast_ $name>]($($arg: $aty),*) -> bool {
+                const __TP_FIXED: usize = ::core::mem::size_of::<[<__tp_rec_ $name>]>();
+                const __TP_DYNAMIC: bool =
+                    false $( || <$fty as $crate::__private::FieldType>::LAYOUT.is_dynamic() )*;
+                if __TP_DYNAMIC {
+                    return false;
+                }
+                $crate::__private::record_fast(
+                    &[<__tp_site_ $name>],
+                    __TP_FIXED,
+                    move |__tp_w: &mut $crate::__private::RecordWriter, __common| {
+                        let __tp_vals = [<__tp_vals_ $name>] {
+                            $( $field: $crate::__tp_value!($field $($expr)?), )*
+                            __tp_lt: $crate::__private::PhantomData,
+                        };
+                        let mut __tp_off = __TP_FIXED;
+                        __tp_w.fixed([<__tp_rec_ $name>] {
+                            __common,
+                            $( $field: <$fty as $crate::__private::FieldType>::storage(
+                                &__tp_vals.$field, &mut __tp_off), )*
+                        });
+                    },
+                )
+            }
+
             /// Something listens: an external tracer at the SDT probe point (semaphore
             /// set), or probes, the recorder or sinks in the process (state).
             #[cold]
             #[inline(never)]
             #[allow(dead_code, clippy::too_many_arguments)]
-            fn [<__tp_fire_ $name>](__tp_gate: u32, $($arg: $aty),*) {
+            fn [<__tp_fire_slow_ $name>](__tp_gate: u32, __tp_fp: usize, $($arg: $aty),*) {
                 if __tp_gate & $crate::__private::SEMAPHORE != 0 {
                     $crate::__tp_sdt_probe!(
-                        $system, $name, [<__tp_fire_ $name>], [<__TP_GATE_ $name>],
+                        $system, $name, [<__tp_fire_slow_ $name>], [<__TP_GATE_ $name>],
                         $($arg : $aty),*
                     );
                 }
@@ -149,8 +197,6 @@ macro_rules! trace_event {
                         $($arg),*
                     );
                 } else {
-                    // Where a user stack starts: this frame's record (see `stack::capture`).
-                    let __tp_fp = $crate::__private::frame_pointer().unwrap_or(0);
                     [<__tp_fire_all_ $name>](__tp_state, __tp_fp, $($arg),*);
                 }
             }

@@ -73,6 +73,11 @@ pub fn init() {
     }
 }
 
+/// Whether readers use compiler-only fences (set once by [`init`], never cleared).
+pub fn light_readers() -> bool {
+    LIGHT_READERS.load(Ordering::Relaxed)
+}
+
 fn heavy_fence() {
     #[cfg(all(target_os = "linux", not(miri)))]
     if LIGHT_READERS.load(Ordering::SeqCst) {
@@ -159,6 +164,19 @@ impl Reader {
         } else {
             fence(Ordering::SeqCst);
         }
+        Some(slot)
+    }
+
+    /// [`enter_fast`](Reader::enter_fast) when readers are known to be light
+    /// ([`light_readers`] was true: it never turns false again), without testing it.
+    #[inline(always)]
+    pub fn enter_light(&self) -> Option<&'static ReaderSlot> {
+        let slot = self.slot.get()?;
+        if slot.state.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        slot.state.store(EPOCH.load(Ordering::Acquire) | 1, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
         Some(slot)
     }
 

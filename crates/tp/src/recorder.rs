@@ -266,26 +266,15 @@ fn spool_dir(path: &Path) -> PathBuf {
 /// listens): the event ID in `id`, a `len`-byte record that `write` fills.
 #[inline(always)]
 pub(crate) fn record_only<W: Fn(&mut RecordWriter, Common)>(id: &AtomicU16, len: usize, write: W) {
-    // Read the clock first: its latency overlaps the bookkeeping below.
-    let raw = crate::clock::raw_now_tsc();
-    if let Some(raw) = raw {
-        if record_fast(id, len, &write, raw) {
-            return;
-        }
+    if !record_fast(id, len, &write) {
+        record_slow(id, len, write);
     }
-    record_slow(id, len, write, raw);
 }
 
-/// [`record_only`] when [`record_fast`] can't take the event (or the clock is
-/// `clock_gettime`: `raw` is `None`).
+/// [`record_only`] when [`record_fast`] can't take the event.
 #[inline(never)]
-fn record_slow<W: Fn(&mut RecordWriter, Common)>(
-    id: &AtomicU16,
-    len: usize,
-    write: W,
-    raw: Option<u64>,
-) {
-    let raw = raw.unwrap_or_else(crate::clock::raw_now);
+fn record_slow<W: Fn(&mut RecordWriter, Common)>(id: &AtomicU16, len: usize, write: W) {
+    let raw = crate::clock::raw_now();
     ctx::with(|ctx| {
         let _g = ReadGuard::new(ctx);
         record(ctx, id, len, &write, raw);
@@ -315,23 +304,27 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
 }
 
 /// [`record`] with no call at all, so the common case compiles to straight-line code with
-/// no registers to save: returns false, having written nothing, whenever something needs
-/// a call (the thread's first event, a new page, a time extend, a nested section); the
-/// caller then takes the full path.
+/// no registers to save: returns false, having written nothing (`write` not called),
+/// whenever something needs a call (the thread's first event, a new page, a time extend, a
+/// nested section, a clock other than the TSC); the caller then takes the full path.
 #[inline(always)]
-fn record_fast<W: Fn(&mut RecordWriter, Common)>(
+pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
     id: &AtomicU16,
     len: usize,
     write: &W,
-    raw_ts: u64,
 ) -> bool {
+    // Read the clock first: its latency overlaps the bookkeeping below. It is the raw clock
+    // whenever the reading is used: the recording context is set only when the clock is the
+    // TSC (`ctx::set_recording_ctx`).
+    let raw_ts = crate::clock::rdtsc();
     let ctx = ctx::recording_ctx();
     if ctx.is_null() {
         return false;
     }
     // SAFETY: non-null only while this thread's context is alive (cleared in its drop).
     let ctx = unsafe { &*ctx };
-    let Some(slot) = ctx.reader.enter_fast() else { return false };
+    // Light readers: the recording context is set only when they are.
+    let Some(slot) = ctx.reader.enter_light() else { return false };
     let mut done = false;
     if ctx.rec_gen.get() == GENERATION.load(Ordering::Acquire) {
         // SAFETY: the ring of the current generation lives until the recording is finished,

@@ -93,7 +93,7 @@ pub fn frame_pointer() -> Option<usize> {
         let fp: usize;
         // SAFETY: reads a register, touches no memory.
         unsafe {
-            std::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
+            std::arch::asm!("mov {}, rbp", out(reg) fp, options(pure, nomem, nostack, preserves_flags))
         };
         Some(fp)
     }
@@ -102,7 +102,7 @@ pub fn frame_pointer() -> Option<usize> {
         let fp: usize;
         // SAFETY: reads a register, touches no memory.
         unsafe {
-            std::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags))
+            std::arch::asm!("mov {}, x29", out(reg) fp, options(pure, nomem, nostack, preserves_flags))
         };
         Some(fp)
     }
