@@ -75,8 +75,9 @@ mod write;
 
 pub use compress::Compression;
 pub use procmaps::{LibMap, ProcMaps};
-pub use read::{Buffer, BufferKind, CpuData, TraceDat, Tsc2Nsec};
+pub use read::{Buffer, BufferKind, TraceDat, Tsc2Nsec};
 pub use records::{Item, Lost, PageSource, ReadPages, Record, Records};
+pub use source::CpuData;
 pub use write::{BufferPages, CpuPages, Metadata, WriteStats, Writer, WriterOptions};
 
 /// The magic at the start of every trace.dat file.

@@ -2,10 +2,19 @@
 
 use super::bytes::{Input, MAX_CHUNK};
 use super::compress::{Compression, Decoder};
-use super::read::CpuData;
 use super::records::{PageSource, ReadPages};
 use super::{Error, ErrorKind};
 use std::io::{Read, Seek};
+
+/// One CPU's data in a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuData {
+    pub cpu: u32,
+    /// File offset of the data (v7 compressed: of the chunk count).
+    pub offset: u64,
+    /// Bytes in the file (v7 compressed: compressed bytes).
+    pub size: u64,
+}
 
 /// `Read` over `[pos, end)` of the shared input (clamped to the file's length).
 pub(crate) struct Region<R> {

@@ -10,7 +10,7 @@ mod v7;
 use super::bytes::{text_of, Input};
 use super::compress::Compression;
 use super::records::{PageSource, Records};
-use super::source::{ChunkPages, RegionPages};
+use super::source::{ChunkPages, CpuData, RegionPages};
 use super::{option, Error, ErrorKind, MAGIC};
 use crate::format::{EventFormat, FormatError};
 use crate::header::HeaderPage;
@@ -20,16 +20,6 @@ use crate::symbols::{Cmdlines, Kallsyms, PrintkFormats};
 use options::{parse_clock, Pending};
 use std::fs::File;
 use std::io::{Read, Seek};
-
-/// One CPU's data in a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuData {
-    pub cpu: u32,
-    /// File offset of the data (v7 compressed: of the chunk count).
-    pub offset: u64,
-    /// Bytes in the file (v7 compressed: compressed bytes).
-    pub size: u64,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BufferKind {
