@@ -4,6 +4,31 @@
 //! tested without root. [`session`] loads the programs through the `bpf(2)` system call
 //! (a private `sys` module), attaches them, reads the maps and prints them as bpftrace 0.17
 //! does ([`output`]).
+//!
+//! ```no_run
+//! use tp_bpf::probes::Machine;
+//!
+//! let source = "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }";
+//! let ast = tp_bpf::parse(source)?;
+//! // The attach points of each probe, resolved against this kernel's tracefs and BTF.
+//! let mut machine = tp_bpf::machine::System::new();
+//! let mut attaches = Vec::new();
+//! for probe in &ast.probes {
+//!     let mut list = Vec::new();
+//!     for (spec, _) in &probe.specs {
+//!         list.extend(tp_bpf::probes::resolve(spec, &mut machine as &mut dyn Machine)?);
+//!     }
+//!     attaches.push(list);
+//! }
+//! let compiled = tp_bpf::compile(&ast, &attaches, &tp_bpf::Options::default())?;
+//! // Loading and attaching need root.
+//! let mut session = tp_bpf::session::Session::load(compiled, source)?;
+//! session.attach()?;
+//! std::thread::sleep(std::time::Duration::from_secs(1));
+//! session.detach();
+//! session.print_map(0, &mut std::io::stdout(), tp_bpf::session::Format { json: false })?;
+//! # Ok::<(), tp_bpf::Error>(())
+//! ```
 
 pub mod ast;
 mod btf;

@@ -17,6 +17,28 @@
 //! - [`symbols`]: kallsyms, printk formats and saved_cmdlines tables.
 //! - [`render`]: whole event lines (context + text), `--raw` field dumps and JSON.
 //! - [`text`]: the kernel's `trace` text layout (header block and context columns).
+//!
+//! A trace.dat's events printed as the kernel's `trace` file prints them:
+//!
+//! ```no_run
+//! use tp_format::render::{Options, Renderer};
+//! use tp_format::tracedat::{Item, TraceDat};
+//!
+//! let mut dat = TraceDat::open_file(std::fs::File::open("trace.dat")?)?;
+//! dat.parse_formats(|_| true);
+//! let (formats, tables) = dat.take_render_tables();
+//! let renderer = Renderer::new(formats, tables, Options::default());
+//! let mut line = String::new();
+//! let mut records = dat.records(0)?; // buffer 0: the top-level one
+//! while let Some(item) = records.next() {
+//!     if let Item::Event(r) = item? {
+//!         line.clear();
+//!         renderer.render_line(r.cpu, r.ts, r.data, &mut line);
+//!         print!("{line}");
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod error;
 pub mod format;

@@ -15,6 +15,24 @@
 //! sections are read once and shared by every process that maps it.
 //!
 //! x86-64 only (the registers perf copies there); other architectures get no user chain.
+//!
+//! ```no_run
+//! use tp_format::perfdata::{PerfData, Record};
+//!
+//! let data = PerfData::open_file(std::fs::File::open("perf.data")?)?;
+//! let mut unwinder = tp_stack::Unwinder::new();
+//! let mut records = data.records(true)?;
+//! while let Some(item) = records.next() {
+//!     let item = item?;
+//!     let record = item.parse()?;
+//!     unwinder.observe(&record);
+//!     if let (Record::Sample(sample), Some(attr)) = (&record, item.attr) {
+//!         let chain = unwinder.callchain(sample, &attr.attr);
+//!         println!("{} frames", chain.len());
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![forbid(unsafe_code)]
 
