@@ -52,6 +52,9 @@
 //! - User stacks: [`Site::set_stacks`], [`set_stacks`] by glob and `TP_STACKS` (same
 //!   syntax): the recorder writes the firing thread's stack (frame pointers, up to 8 return
 //!   addresses) after each such event as the kernel's `ftrace:user_stack` record.
+//! - Run-time tracepoints: [`dynamic::define`] makes a site from a name and typed fields
+//!   known only when the program runs (the `tp-tracing` crate's `tracing` layer makes one
+//!   per `tracing` callsite), recorded exactly as `trace_event!` sites are.
 //! - Sinks: the [`Recorder`] (per-thread buffers of kernel-format ring-buffer pages,
 //!   CLOCK_MONOTONIC timestamps from the TSC, a background thread, one trace.dat v7 file with
 //!   one stream per thread; full buffers drop and count) and the [`TextSink`]
@@ -110,6 +113,7 @@
 mod chunks;
 pub mod clock;
 mod ctx;
+pub mod dynamic;
 pub mod field;
 mod macros;
 mod output;
@@ -132,7 +136,8 @@ pub use read::Recording;
 pub use record::Common;
 pub use recorder::{RecordError, Recorder, RecorderBuilder, Stats};
 pub use registry::{
-    add_sink, disable, enable, find, set_events, set_stacks, tracepoints, SinkHandle,
+    add_sink, disable, enable, find, on_change, set_events, set_stacks, tracepoints, would_take,
+    would_take_any, SinkHandle,
 };
 pub use sdt::{Gate, SdtArg};
 pub use site::{Event, Meta, ProbeHandle, Site};

@@ -50,6 +50,14 @@ impl RecordWriter {
         unsafe { core::ptr::write_unaligned(self.ptr as *mut R, r) }
     }
 
+    /// Write `bytes` at offset `at` (a run-time tracepoint's prebuilt record body).
+    #[inline(always)]
+    pub fn bytes(&mut self, at: usize, bytes: &[u8]) {
+        assert!(at + bytes.len() <= self.len, "tp: record larger than reserved");
+        // SAFETY: `at + len` bytes fit in the buffer (checked above).
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(at), bytes.len()) }
+    }
+
     /// Write a dynamic field's data at `*at` and advance it.
     #[inline(always)]
     pub fn dynamic<F: FieldType + ?Sized>(&mut self, at: &mut usize, v: &F::Value<'_>) {

@@ -162,6 +162,7 @@ impl RecorderBuilder {
         // recording can't clear this one's state bits.
         crate::registry::set_recording(true);
         drop(act);
+        crate::registry::notify_change();
         install_exit_hooks();
         Ok(Recorder { gen, done: false })
     }
@@ -539,6 +540,7 @@ fn finish(gen: Option<u64>) -> Option<Result<Stats, RecordError>> {
         crate::registry::set_recording(false);
         a
     };
+    crate::registry::notify_change();
     // After this, no producer is inside a read section that saw the old generation.
     ctx::synchronize();
     act.shared.stop.store(true, Ordering::Release);

@@ -42,10 +42,101 @@ pub fn init() {
     });
 }
 
-/// Every tracepoint of the program, sorted by `system:name`.
-pub fn tracepoints() -> &'static [&'static Site] {
+/// Every tracepoint of the program: the `trace_event!` ones sorted by `system:name`, then
+/// the ones defined at run time ([`crate::dynamic`]) in the order they were defined.
+pub fn tracepoints() -> Vec<&'static Site> {
     init();
-    sorted()
+    let mut v = sorted().to_vec();
+    v.extend(dynamic_sites().iter().copied());
+    v
+}
+
+/// The sites defined at run time ([`crate::dynamic`]), in order of definition.
+static DYNAMIC: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
+
+fn dynamic_sites() -> MutexGuard<'static, Vec<&'static Site>> {
+    DYNAMIC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The enable/disable rules applied so far (`TP_EVENTS`, [`set_events`], [`enable`],
+/// [`disable`]), in order, so that a tracepoint defined later at run time gets the state the
+/// same rules would have given it. Empty: everything enabled (a site's default).
+static RULES: Mutex<Vec<(String, bool)>> = Mutex::new(Vec::new());
+
+fn rules() -> MutexGuard<'static, Vec<(String, bool)>> {
+    RULES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the rules applied so far enable `system:name` (a glob selects it as it would
+/// among the program's tracepoints with it added).
+fn rules_enable(system: &str, name: &str) -> bool {
+    let rules = rules().clone();
+    if rules.is_empty() {
+        return true;
+    }
+    let sites = tracepoints();
+    let mut all: Vec<(&str, &str)> = sites.iter().map(|s| (s.system(), s.name())).collect();
+    all.push((system, name));
+    let mut on = true;
+    for (glob, r) in &rules {
+        let sel = tp_format::glob::select_events(all.iter(), glob, |&(s, n)| (s, n));
+        if sel.iter().any(|&&(s, n)| s == system && n == name) {
+            on = *r;
+        }
+    }
+    on
+}
+
+/// Whether a tracepoint `system:name` that does not exist yet would be recorded if it were
+/// defined now ([`crate::dynamic::define`]): a recording runs (or a sink is attached) and the
+/// enable/disable rules applied so far select it. For a run-time tracer's cheap early
+/// answer (a `tracing` layer's `register_callsite`); [`on_change`] says when it may change.
+pub fn would_take(system: &str, name: &str) -> bool {
+    init();
+    would_take_any() && rules_enable(system, name)
+}
+
+/// Whether anything takes enabled events now: a recording runs or a sink is attached.
+pub fn would_take_any() -> bool {
+    RECORDING.load(Ordering::SeqCst) || !SINKS.load(Ordering::Acquire).is_null()
+}
+
+/// Add a site defined at run time: its ID (after every other), its enabled state from the
+/// rules, its state from the recording. `None` when event IDs run out.
+pub(crate) fn add_dynamic(make: impl FnOnce(u16) -> &'static Site) -> Option<&'static Site> {
+    init();
+    let _g = control_lock();
+    let n = dynamic_sites().len();
+    let id = usize::from(ID_BASE) + sorted().len() + n;
+    let id = u16::try_from(id).ok().filter(|&id| id < u16::MAX)?;
+    let site = make(id);
+    let on = rules_enable(site.system(), site.name());
+    site.set_enabled(on);
+    dynamic_sites().push(site);
+    refresh_site(site);
+    Some(site)
+}
+
+type ChangeHook = fn();
+static HOOKS: Mutex<Vec<ChangeHook>> = Mutex::new(Vec::new());
+
+/// Call `hook` (once per distinct fn) whenever what is recorded may have changed: a recording
+/// started or stopped, a sink came or went, or events were enabled or disabled. Called
+/// outside tp's locks, so it may call back into tp. A run-time tracer that caches "not
+/// recorded" answers uses it to ask again (`tp-tracing` rebuilds `tracing`'s interest cache).
+pub fn on_change(hook: fn()) {
+    let mut h = HOOKS.lock().unwrap_or_else(|e| e.into_inner());
+    if !h.iter().any(|&f| f as usize == hook as usize) {
+        h.push(hook);
+    }
+}
+
+/// Run the [`on_change`] hooks (the caller holds none of tp's locks).
+pub(crate) fn notify_change() {
+    let hooks: Vec<ChangeHook> = HOOKS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for h in hooks {
+        h();
+    }
 }
 
 fn sorted() -> &'static [&'static Site] {
@@ -66,24 +157,27 @@ pub fn find(full_name: &str) -> Option<&'static Site> {
 pub use tp_format::glob::glob_match;
 
 /// The sites an event glob selects (its one meaning: [`tp_format::glob::select_events`]).
-fn matching(sites: &'static [&'static Site], glob: &str) -> Vec<&'static Site> {
+fn matching(sites: &[&'static Site], glob: &str) -> Vec<&'static Site> {
     tp_format::glob::select_events(sites.iter().copied(), glob, |s| (s.system(), s.name()))
 }
 
 /// Whether `glob` selects site `s` among `sites`.
-fn selects(sites: &'static [&'static Site], glob: &str, s: &Site) -> bool {
+fn selects(sites: &[&'static Site], glob: &str, s: &Site) -> bool {
     matching(sites, glob).iter().any(|m| std::ptr::eq(*m, s))
 }
 
 fn set_matching(glob: &str, on: bool) -> usize {
     let sites = tracepoints();
-    let _g = control_lock();
+    let g = control_lock();
+    rules().push((glob.trim().to_string(), on));
     let mut n = 0;
-    for s in matching(sites, glob) {
+    for s in matching(&sites, glob) {
         s.set_enabled(on);
         refresh_site(s);
         n += 1;
     }
+    drop(g);
+    notify_change();
     n
 }
 
@@ -101,14 +195,26 @@ pub fn disable(glob: &str) -> usize {
 /// Apply a `TP_EVENTS`-style list: `myapp:*,other:req_*` enables exactly those; an entry
 /// starting with `-` disables (`*,-myapp:noisy`). Returns how many tracepoints are enabled.
 pub fn set_events(spec: &str) -> usize {
-    apply_events(tracepoints(), spec)
+    let n = apply_events(&tracepoints(), spec);
+    notify_change();
+    n
 }
 
-fn apply_events(sites: &'static [&'static Site], spec: &str) -> usize {
+fn apply_events(sites: &[&'static Site], spec: &str) -> usize {
     let entries: Vec<&str> = spec.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
     {
         let _g = control_lock();
         let only_negative = entries.iter().all(|e| e.starts_with('-'));
+        let mut r = rules();
+        r.clear();
+        r.push(("*:*".to_string(), only_negative));
+        for e in &entries {
+            match e.strip_prefix('-') {
+                Some(g) => r.push((g.to_string(), false)),
+                None => r.push((e.to_string(), true)),
+            }
+        }
+        drop(r);
         for s in sites {
             s.set_enabled(only_negative);
         }
@@ -133,10 +239,10 @@ fn apply_events(sites: &'static [&'static Site], spec: &str) -> usize {
 /// [`crate::Site::set_stacks`]); the others keep their setting (`stacks = true;` in
 /// `trace_event!`, or an earlier call). Returns how many tracepoints record stacks.
 pub fn set_stacks(spec: &str) -> usize {
-    apply_stacks(tracepoints(), spec)
+    apply_stacks(&tracepoints(), spec)
 }
 
-fn apply_stacks(sites: &'static [&'static Site], spec: &str) -> usize {
+fn apply_stacks(sites: &[&'static Site], spec: &str) -> usize {
     let entries: Vec<&str> = spec.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
     let _g = control_lock();
     for s in sites {
@@ -158,6 +264,8 @@ fn apply_stacks(sites: &'static [&'static Site], spec: &str) -> usize {
 
 static RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Set whether a recording runs and refresh every site; the caller runs [`notify_change`]
+/// once it holds no lock.
 pub(crate) fn set_recording(on: bool) {
     let sites = tracepoints();
     let _g = control_lock();
@@ -219,6 +327,7 @@ fn update_sinks(f: impl FnOnce(&mut Vec<(u64, Sink)>)) {
         let b = unsafe { Box::from_raw(old) };
         crate::ctx::retire(Box::new(SendSinks(b)));
     }
+    notify_change();
 }
 
 struct SendSinks(#[allow(dead_code)] Box<SinkList>);

@@ -227,6 +227,44 @@ impl Site {
         self.format().to_format_text()
     }
 
+    /// A site defined at run time ([`crate::dynamic`]): `meta` and `gate` leaked for it, its
+    /// ID given, its format made with `print_fmt`.
+    pub(crate) fn new_dynamic(
+        meta: &'static Meta,
+        gate: &'static Gate,
+        id: u16,
+        print_fmt: impl FnOnce(&Site) -> String,
+    ) -> Site {
+        let site = Site::new(meta, gate);
+        site.set_id(id);
+        let fmt = format_with_print(&site, print_fmt(&site));
+        let _ = site.format.set(fmt);
+        site
+    }
+
+    /// Fire the site with a prebuilt record body (the record after its 8 bytes of common
+    /// fields, laid out as [`Site::format`] says): what the code of a `trace_event!` site does
+    /// with its arguments, for sites defined at run time. Typed probes are not run (such a
+    /// site has none).
+    #[inline]
+    pub(crate) fn fire_body(&'static self, body: &[u8]) {
+        let state = self.state();
+        if state == 0 {
+            return;
+        }
+        let len = std::mem::size_of::<Common>() + body.len();
+        let write = move |w: &mut RecordWriter, c: Common| {
+            w.fixed(c);
+            w.bytes(std::mem::size_of::<Common>(), body);
+        };
+        if state == RECORD {
+            RecordOnly(self).emit(len, write);
+        } else {
+            let fp = crate::stack::frame_pointer().unwrap_or(0);
+            Everything { site: self, state, args: core::ptr::null(), fp }.emit(len, write);
+        }
+    }
+
     /// Recompute `state` (caller holds the control lock).
     pub(crate) fn update_state(&self, recording: bool, sinks: bool) {
         let mut s = 0;
@@ -336,6 +374,19 @@ struct SendBox(#[allow(dead_code)] Box<ProbeArray>);
 unsafe impl Send for SendBox {}
 
 fn build_format(site: &Site) -> EventFormat {
+    crate::registry::init(); // the ID
+    let m = site.meta;
+    let mut print_fmt = format!("\"{}\"", m.printk_fmt);
+    for a in m.printk_args {
+        let f = m.fields.iter().find(|f| f.name == *a).expect("checked at compile time");
+        print_fmt.push_str(", ");
+        print_fmt.push_str(&f.print_arg());
+    }
+    format_with_print(site, print_fmt)
+}
+
+/// The site's format (its meta's fields after the common ones) with this `print fmt` text.
+pub(crate) fn format_with_print(site: &Site, print_fmt: String) -> EventFormat {
     let m = site.meta;
     let common = [
         ("unsigned short common_type", "common_type", "unsigned short", 0, 2, false),
@@ -383,16 +434,10 @@ fn build_format(site: &Site) -> EventFormat {
             }
         })
         .collect();
-    let mut print_fmt = format!("\"{}\"", m.printk_fmt);
-    for a in m.printk_args {
-        let f = m.fields.iter().find(|f| f.name == *a).expect("checked at compile time");
-        print_fmt.push_str(", ");
-        print_fmt.push_str(&f.print_arg());
-    }
     EventFormat {
         system: m.system.into(),
         name: m.name.into(),
-        id: site.id() as u32,
+        id: site.id.load(Ordering::Relaxed) as u32,
         common_fields,
         fields,
         print_fmt,
@@ -513,7 +558,9 @@ fn dispatch(
     if let Some(p) = probes {
         for e in &p.entries {
             match &e.f {
-                ProbeFn::Typed(t) => (t.0)(args),
+                // A run-time site has no typed probes (and a null `args`).
+                ProbeFn::Typed(t) if !args.is_null() => (t.0)(args),
+                ProbeFn::Typed(_) => {}
                 ProbeFn::Raw(r) => r(&ev),
             }
         }

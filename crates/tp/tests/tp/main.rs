@@ -3,6 +3,7 @@
 mod alloc;
 mod compile_fail;
 mod control;
+mod dynamic;
 mod events;
 mod format;
 mod probes;
