@@ -108,7 +108,8 @@ impl Spool {
     fn write(&mut self, i: usize, run: &mut [u8], fast: bool) -> Result<(), RecordError> {
         let s = self.streams[i].as_mut().expect("stream exists");
         for page in run.chunks_exact_mut(PAGE_SIZE) {
-            convert_page(page, &mut s.stream.last_ns, |raw| self.conv.ns(raw));
+            // Counted here, not per event by the producer.
+            s.stream.events += convert_page(page, &mut s.stream.last_ns, |raw| self.conv.ns(raw));
         }
         let bytes = match &mut self.chunker {
             Some(c) => c
@@ -122,10 +123,9 @@ impl Spool {
         Ok(())
     }
 
-    /// Take the counters of `ring`: events in its finished pages, events dropped.
+    /// Take the count of events `ring` dropped.
     fn count(&mut self, ring: &Ring) {
         if let Some(Some(s)) = self.streams.get_mut(ring.cpu) {
-            s.stream.events = ring.pages.events();
             s.stream.lost = ring.pages.lost();
         }
     }
