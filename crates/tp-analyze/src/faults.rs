@@ -27,11 +27,12 @@ use std::fmt::Write as _;
 
 use tp_format::maps::{display_name, Maps};
 use tp_format::perfdata::attr::event_type;
-use tp_format::perfdata::{misc, sample};
+use tp_format::perfdata::{misc, sample, Sample};
+use tp_symbols::Frame;
 
 use tp_format::render::push_json_str;
 
-use crate::timeline::{Coverage, Ev, IntField, Summary, Timeline};
+use crate::timeline::{Coverage, Ev, Event, IntField, Summary, Timeline};
 use crate::{Error, Result, Select, TaskFilter};
 
 /// x86 page-fault error code bits (arch/x86/include/asm/trap_pf.h).
@@ -234,173 +235,255 @@ pub const EVENTS: &[&str] =
 pub fn analyze(tl: &mut Timeline, select: &Select) -> Result<Summary<Stats>> {
     tl.symbolize = true;
     let tl = &*tl;
-    let be = tl.big_endian;
-    let mut kinds: Vec<Kind> = vec![Kind::Other; u16::MAX as usize + 1];
-    let mut missing = Vec::new();
-    // Software fault events: major/minor when either is there, else page-faults.
-    let sw = |config: u64| {
-        tl.perf_attrs.iter().any(|a| a.type_ == event_type::SOFTWARE && a.config == config)
+    let mut plan = Plan::of(tl)?;
+    let mut pass = Pass {
+        tl,
+        wanted: TaskFilter::new(select),
+        stats: Stats {
+            by_samples: plan.by_samples,
+            split: plan.major && plan.minor,
+            kinds: plan.tracepoints > 0,
+            ..Stats::default()
+        },
+        maps: Maps::default(),
+        plan: &plan,
     };
-    let split = sw(SW_PAGE_FAULTS_MAJ) || sw(SW_PAGE_FAULTS_MIN);
-    let sample_kinds: Vec<SampleKind> = tl
-        .perf_attrs
-        .iter()
-        .map(|a| match (a.type_ == event_type::SOFTWARE, a.config) {
-            (true, SW_PAGE_FAULTS_MAJ) => SampleKind::Fault(Some(true)),
-            (true, SW_PAGE_FAULTS_MIN) => SampleKind::Fault(Some(false)),
-            (true, SW_PAGE_FAULTS) if !split => SampleKind::Fault(None),
-            _ => SampleKind::Other,
-        })
-        .collect();
-    let by_samples = sample_kinds.iter().any(|k| *k != SampleKind::Other);
-    let mut tracepoints = 0;
-    for (name, kernel) in [("page_fault_user", false), ("page_fault_kernel", true)] {
-        let fault = tl.event("exceptions", name).and_then(|f| {
-            let kind = Kind::Fault {
-                kernel,
-                address: IntField::of(f, "address", be)?,
-                ip: IntField::of(f, "ip", be)?,
-                error: IntField::of(f, "error_code", be)?,
-            };
-            Some((u16::try_from(f.id).ok()?, kind))
-        });
-        match fault {
-            Some((id, k)) => {
-                kinds[id as usize] = k;
-                tracepoints += 1;
-            }
-            None => missing.push(format!(
-                "exceptions:{name}: {} (record with -e exceptions)",
-                if by_samples {
-                    "fault kinds (write/exec/prot, user/kernel mode) are unknown"
-                } else {
-                    "its faults are not counted"
-                }
-            )),
-        }
-    }
-    if tracepoints == 0 && !by_samples {
-        return Err(Error::Missing {
-            input: tl.input().to_string(),
-            what: "page-fault events (exceptions:page_fault_user/page_fault_kernel, or perf's major-faults/minor-faults/page-faults): record with -e exceptions, or -e major-faults -e minor-faults (nothing to analyse)".into(),
-        });
-    }
-    let filemap = tl.event("filemap", "mm_filemap_fault").and_then(|f| {
-        let kind = Kind::Filemap {
-            dev: IntField::of(f, "s_dev", be)?,
-            ino: IntField::of(f, "i_ino", be)?,
-        };
-        Some((u16::try_from(f.id).ok()?, kind))
-    });
-    match filemap {
-        Some((id, k)) => kinds[id as usize] = k,
-        None if !by_samples => {
-            missing.push("filemap:mm_filemap_fault: faults per file are unknown".into())
-        }
-        None => {}
-    }
-    let with = |bit: u64| {
-        tl.perf_attrs
-            .iter()
-            .zip(&sample_kinds)
-            .any(|(a, k)| *k != SampleKind::Other && a.sample_type & bit != 0)
-    };
-    if by_samples {
-        if !split {
-            missing.push(
-                "major/minor: only page-faults was recorded (record major-faults and minor-faults)"
-                    .into(),
-            );
-        } else if !(sw(SW_PAGE_FAULTS_MAJ) && sw(SW_PAGE_FAULTS_MIN)) {
-            missing.push(format!(
-                "{}: not recorded",
-                if sw(SW_PAGE_FAULTS_MAJ) { "minor-faults" } else { "major-faults" }
-            ));
-        }
-        if !with(sample::ADDR) {
-            missing.push("faulting addresses (PERF_SAMPLE_ADDR; perf record -d): pages and mappings are unknown".into());
-        }
-        if !with(sample::CALLCHAIN) {
-            missing.push("call paths: no stacks recorded (-g)".into());
-        }
-        missing.push("fault duration: no event marks a fault's end".into());
-    } else {
-        missing.push("major/minor, fault duration and stacks: not in a recording of tracepoints (record -e major-faults -e minor-faults through perf_event_open, or tp faults -- CMD)".into());
-        if !tl.saved_maps() {
-            missing.push("mappings: the file holds none (tp record saves the maps of -p and -- CMD processes)".into());
-        }
-    }
-    let mut wanted = TaskFilter::new(select);
-    let split = sw(SW_PAGE_FAULTS_MAJ) && sw(SW_PAGE_FAULTS_MIN);
-    let mut stats = Stats { by_samples, split, kinds: tracepoints > 0, ..Stats::default() };
-    let mut maps = Maps::default();
-    let coverage = tl.run(select, |ev| match ev {
-        Ev::Event(e) => {
-            let kind = kinds[e.id as usize];
-            if matches!(kind, Kind::Other) || !wanted.wants(e.pid, e.names) {
-                return;
-            }
-            match kind {
-                Kind::Fault { kernel, address, ip, error } => {
-                    let address = address.get(e.data) as u64;
-                    // Mappings are per process: a thread's is its thread group's.
-                    let process = tl.cmdlines.tgid(e.pid).unwrap_or(e.pid);
-                    let mapping = (!maps.is_empty()).then(|| mapping_name(&maps, process, address));
-                    stats.fault(
-                        e.pid,
-                        kernel,
-                        address,
-                        ip.get(e.data) as u64,
-                        error.get(e.data) as u64,
-                        mapping.as_deref(),
-                    )
-                }
-                Kind::Filemap { dev, ino } => {
-                    stats.filemap(dev.get(e.data) as u64, ino.get(e.data) as u64)
-                }
-                Kind::Other => {}
-            }
-        }
-        Ev::Sample { attr, sample: s, frames, names } => {
-            let SampleKind::Fault(major) = sample_kinds[attr] else { return };
-            let tid = s.tid.or(s.pid).unwrap_or(0) as i32;
-            if !wanted.wants(tid, names) {
-                return;
-            }
-            let pid = s.pid.unwrap_or(tid as u32) as i32;
-            if s.period.is_some_and(|p| p != 1) {
-                stats.sampled += 1;
-            }
-            let kernel = matches!(s.misc & misc::CPUMODE_MASK, misc::KERNEL | misc::GUEST_KERNEL);
-            let mapping = s.addr.map(|a| mapping_name(&maps, pid, a));
-            let has_stack = s.callchain.is_some() || s.stack_user.is_some();
-            let stack: Option<Vec<u64>> =
-                (has_stack && !frames.is_empty()).then(|| frames.iter().map(|f| f.ip).collect());
-            if let Some(k) = &stack {
-                stats.stack_names.entry((pid, k.clone())).or_insert_with(|| {
-                    frames.iter().map(frame_text).collect::<Vec<_>>().join(" <- ")
-                });
-            }
-            let ip = s.ip.map(|ip| (ip, kernel));
-            if let (Some((ip, k)), Some(f)) = (ip, frames.first()) {
-                let key = (ip, k, if k { 0 } else { pid });
-                stats.ip_names.entry(key).or_insert_with(|| frame_text(f));
-                *stats.functions.entry(function_text(f)).or_default() += 1;
-            }
-            stats.sample(tid, pid, major, s.addr, ip, mapping.as_deref(), stack);
-        }
-        Ev::Mmap { map, .. } => {
-            maps.map(map.pid as i32, map.addr, map.len, map.pgoff, map.filename)
-        }
-        Ev::Exec { pid } => maps.exec(pid),
-        Ev::Fork { pid, parent } => maps.fork(pid, parent),
-        Ev::Lost { .. } => {}
-    })?;
+    let coverage = tl.run(select, |ev| pass.on(ev))?;
+    let Pass { mut stats, maps, .. } = pass;
+    let mut missing = std::mem::take(&mut plan.missing);
     if stats.sampled > 0 {
         missing.push(format!("every fault: {} samples stand for several faults each (their period > 1); the counts are samples (record with --period 1, as tp faults -- CMD does)", stats.sampled));
     }
     stats.maps = maps;
     Ok(Summary { stats, coverage, missing })
+}
+
+/// What the recording holds for this analysis: what each event is, and what is missing.
+struct Plan {
+    /// Per tracepoint ID.
+    kinds: Vec<Kind>,
+    /// Per perf.data event (attr).
+    sample_kinds: Vec<SampleKind>,
+    /// Faults come from perf's software fault events (else from the tracepoints).
+    by_samples: bool,
+    /// major-faults, minor-faults recorded.
+    major: bool,
+    minor: bool,
+    /// exceptions:page_fault_* tracepoints found.
+    tracepoints: usize,
+    missing: Vec<String>,
+}
+
+impl Plan {
+    fn of(tl: &Timeline) -> Result<Plan> {
+        let sw = |config: u64| {
+            tl.perf_attrs.iter().any(|a| a.type_ == event_type::SOFTWARE && a.config == config)
+        };
+        let (major, minor) = (sw(SW_PAGE_FAULTS_MAJ), sw(SW_PAGE_FAULTS_MIN));
+        // Software fault events: major/minor when either is there, else page-faults.
+        let sample_kinds: Vec<SampleKind> = tl
+            .perf_attrs
+            .iter()
+            .map(|a| match (a.type_ == event_type::SOFTWARE, a.config) {
+                (true, SW_PAGE_FAULTS_MAJ) => SampleKind::Fault(Some(true)),
+                (true, SW_PAGE_FAULTS_MIN) => SampleKind::Fault(Some(false)),
+                (true, SW_PAGE_FAULTS) if !(major || minor) => SampleKind::Fault(None),
+                _ => SampleKind::Other,
+            })
+            .collect();
+        let by_samples = sample_kinds.iter().any(|k| *k != SampleKind::Other);
+        let mut plan = Plan {
+            kinds: vec![Kind::Other; u16::MAX as usize + 1],
+            sample_kinds,
+            by_samples,
+            major,
+            minor,
+            tracepoints: 0,
+            missing: Vec::new(),
+        };
+        plan.fault_tracepoints(tl);
+        if plan.tracepoints == 0 && !by_samples {
+            return Err(Error::Missing {
+                input: tl.input().to_string(),
+                what: "page-fault events (exceptions:page_fault_user/page_fault_kernel, or perf's major-faults/minor-faults/page-faults): record with -e exceptions, or -e major-faults -e minor-faults (nothing to analyse)".into(),
+            });
+        }
+        plan.filemap_tracepoint(tl);
+        if by_samples {
+            plan.missing_from_samples(tl);
+        } else {
+            plan.missing.push("major/minor, fault duration and stacks: not in a recording of tracepoints (record -e major-faults -e minor-faults through perf_event_open, or tp faults -- CMD)".into());
+            if !tl.saved_maps() {
+                plan.missing.push("mappings: the file holds none (tp record saves the maps of -p and -- CMD processes)".into());
+            }
+        }
+        Ok(plan)
+    }
+
+    /// exceptions:page_fault_user and page_fault_kernel, when the recording has them.
+    fn fault_tracepoints(&mut self, tl: &Timeline) {
+        let be = tl.big_endian;
+        for (name, kernel) in [("page_fault_user", false), ("page_fault_kernel", true)] {
+            let fault = tl.event("exceptions", name).and_then(|f| {
+                let kind = Kind::Fault {
+                    kernel,
+                    address: IntField::of(f, "address", be)?,
+                    ip: IntField::of(f, "ip", be)?,
+                    error: IntField::of(f, "error_code", be)?,
+                };
+                Some((u16::try_from(f.id).ok()?, kind))
+            });
+            match fault {
+                Some((id, k)) => {
+                    self.kinds[id as usize] = k;
+                    self.tracepoints += 1;
+                }
+                None => self.missing.push(format!(
+                    "exceptions:{name}: {} (record with -e exceptions)",
+                    if self.by_samples {
+                        "fault kinds (write/exec/prot, user/kernel mode) are unknown"
+                    } else {
+                        "its faults are not counted"
+                    }
+                )),
+            }
+        }
+    }
+
+    /// filemap:mm_filemap_fault (faults per file), when the recording has it.
+    fn filemap_tracepoint(&mut self, tl: &Timeline) {
+        let be = tl.big_endian;
+        let filemap = tl.event("filemap", "mm_filemap_fault").and_then(|f| {
+            let kind = Kind::Filemap {
+                dev: IntField::of(f, "s_dev", be)?,
+                ino: IntField::of(f, "i_ino", be)?,
+            };
+            Some((u16::try_from(f.id).ok()?, kind))
+        });
+        match filemap {
+            Some((id, k)) => self.kinds[id as usize] = k,
+            None if !self.by_samples => {
+                self.missing.push("filemap:mm_filemap_fault: faults per file are unknown".into())
+            }
+            None => {}
+        }
+    }
+
+    /// What perf's fault samples of this recording cannot tell.
+    fn missing_from_samples(&mut self, tl: &Timeline) {
+        let with = |bit: u64| {
+            tl.perf_attrs
+                .iter()
+                .zip(&self.sample_kinds)
+                .any(|(a, k)| *k != SampleKind::Other && a.sample_type & bit != 0)
+        };
+        let (addr, callchain) = (with(sample::ADDR), with(sample::CALLCHAIN));
+        let missing = &mut self.missing;
+        if !(self.major || self.minor) {
+            missing.push(
+                "major/minor: only page-faults was recorded (record major-faults and minor-faults)"
+                    .into(),
+            );
+        } else if !(self.major && self.minor) {
+            missing.push(format!(
+                "{}: not recorded",
+                if self.major { "minor-faults" } else { "major-faults" }
+            ));
+        }
+        if !addr {
+            missing.push("faulting addresses (PERF_SAMPLE_ADDR; perf record -d): pages and mappings are unknown".into());
+        }
+        if !callchain {
+            missing.push("call paths: no stacks recorded (-g)".into());
+        }
+        missing.push("fault duration: no event marks a fault's end".into());
+    }
+}
+
+/// One pass over the window: each fault counted, the address spaces followed.
+struct Pass<'a> {
+    tl: &'a Timeline,
+    plan: &'a Plan,
+    wanted: TaskFilter<'a>,
+    stats: Stats,
+    maps: Maps,
+}
+
+impl Pass<'_> {
+    fn on(&mut self, ev: Ev<'_>) {
+        match ev {
+            Ev::Event(e) => self.event(&e),
+            Ev::Sample { attr, sample, frames, names } => {
+                let SampleKind::Fault(major) = self.plan.sample_kinds[attr] else { return };
+                let tid = sample.tid.or(sample.pid).unwrap_or(0) as i32;
+                if self.wanted.wants(tid, names) {
+                    self.sample(sample, tid, major, frames);
+                }
+            }
+            Ev::Mmap { map, .. } => {
+                self.maps.map(map.pid as i32, map.addr, map.len, map.pgoff, map.filename)
+            }
+            Ev::Exec { pid } => self.maps.exec(pid),
+            Ev::Fork { pid, parent } => self.maps.fork(pid, parent),
+            Ev::Lost { .. } => {}
+        }
+    }
+
+    /// A fault or filemap tracepoint's event.
+    fn event(&mut self, e: &Event<'_>) {
+        let kind = self.plan.kinds[e.id as usize];
+        if matches!(kind, Kind::Other) || !self.wanted.wants(e.pid, e.names) {
+            return;
+        }
+        match kind {
+            Kind::Fault { kernel, address, ip, error } => {
+                let address = address.get(e.data) as u64;
+                // Mappings are per process: a thread's is its thread group's.
+                let process = self.tl.cmdlines.tgid(e.pid).unwrap_or(e.pid);
+                let maps = &self.maps;
+                let mapping = (!maps.is_empty()).then(|| mapping_name(maps, process, address));
+                self.stats.fault(
+                    e.pid,
+                    kernel,
+                    address,
+                    ip.get(e.data) as u64,
+                    error.get(e.data) as u64,
+                    mapping.as_deref(),
+                )
+            }
+            Kind::Filemap { dev, ino } => {
+                self.stats.filemap(dev.get(e.data) as u64, ino.get(e.data) as u64)
+            }
+            Kind::Other => {}
+        }
+    }
+
+    /// A software fault event's sample of task `tid`, with its named stack.
+    fn sample(&mut self, s: &Sample<'_>, tid: i32, major: Option<bool>, frames: &[Frame]) {
+        let stats = &mut self.stats;
+        let pid = s.pid.unwrap_or(tid as u32) as i32;
+        if s.period.is_some_and(|p| p != 1) {
+            stats.sampled += 1;
+        }
+        let kernel = matches!(s.misc & misc::CPUMODE_MASK, misc::KERNEL | misc::GUEST_KERNEL);
+        let mapping = s.addr.map(|a| mapping_name(&self.maps, pid, a));
+        let has_stack = s.callchain.is_some() || s.stack_user.is_some();
+        let stack: Option<Vec<u64>> =
+            (has_stack && !frames.is_empty()).then(|| frames.iter().map(|f| f.ip).collect());
+        if let Some(k) = &stack {
+            stats
+                .stack_names
+                .entry((pid, k.clone()))
+                .or_insert_with(|| frames.iter().map(frame_text).collect::<Vec<_>>().join(" <- "));
+        }
+        let ip = s.ip.map(|ip| (ip, kernel));
+        if let (Some((ip, k)), Some(f)) = (ip, frames.first()) {
+            let key = (ip, k, if k { 0 } else { pid });
+            stats.ip_names.entry(key).or_insert_with(|| frame_text(f));
+            *stats.functions.entry(function_text(f)).or_default() += 1;
+        }
+        stats.sample(tid, pid, major, s.addr, ip, mapping.as_deref(), stack);
+    }
 }
 
 /// The summary as tables of `top` rows, with what the window held.

@@ -321,22 +321,29 @@ pub fn analyze(tl: &Timeline, select: &Select, worst: usize) -> Result<Summary<S
             t.comm = tl.comm(&coverage, *pid).to_string();
         }
     }
-    let wanted = |pid: i32, t: &Task| select.wants_task(pid, &t.comm);
     if select.filters_tasks() {
-        stats.tasks.retain(|p, t| wanted(*p, t));
-        let tasks = &stats.tasks;
-        stats.worst.retain(|w| tasks.contains_key(&w.pid));
-        stats.hist = Log2Hist::default();
-        for t in stats.tasks.values() {
+        stats.keep_selected(select);
+    }
+    Ok(Summary { stats, coverage, missing })
+}
+
+impl Stats {
+    /// Only the tasks `select` wants (by pid and name, once every task has its name): their
+    /// worst waits and the histogram of their waits.
+    fn keep_selected(&mut self, select: &Select) {
+        self.tasks.retain(|p, t| select.wants_task(*p, &t.comm));
+        let tasks = &self.tasks;
+        self.worst.retain(|w| tasks.contains_key(&w.pid));
+        self.hist = Log2Hist::default();
+        for t in self.tasks.values() {
             for (k, n) in t.hist.buckets.iter().enumerate() {
-                if stats.hist.buckets.len() <= k {
-                    stats.hist.buckets.resize(k + 1, 0);
+                if self.hist.buckets.len() <= k {
+                    self.hist.buckets.resize(k + 1, 0);
                 }
-                stats.hist.buckets[k] += n;
+                self.hist.buckets[k] += n;
             }
         }
     }
-    Ok(Summary { stats, coverage, missing })
 }
 
 fn ms(ns: u64) -> String {
