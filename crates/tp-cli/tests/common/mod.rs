@@ -80,6 +80,11 @@ impl Drop for SmallDisk {
 
 /// Build an example of crate `tp` (`cargo rustc`, with `rustc_args` for the example alone).
 pub fn build_example(name: &str, rustc_args: &[&str]) -> PathBuf {
+    build_example_of("tp", name, rustc_args)
+}
+
+/// [`build_example`] of another package of the workspace.
+pub fn build_example_of(package: &str, name: &str, rustc_args: &[&str]) -> PathBuf {
     // target/<profile>/deps/NAME-HASH
     let me = std::env::current_exe().unwrap();
     let profile_dir = me.parent().unwrap().parent().unwrap();
@@ -87,7 +92,7 @@ pub fn build_example(name: &str, rustc_args: &[&str]) -> PathBuf {
     let release = profile_dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["rustc", "--quiet", "-p", "tp", "--example", name, "--target-dir"])
+    cmd.args(["rustc", "--quiet", "-p", package, "--example", name, "--target-dir"])
         .arg(target_dir)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if release {
@@ -95,7 +100,7 @@ pub fn build_example(name: &str, rustc_args: &[&str]) -> PathBuf {
     }
     cmd.arg("--").args(rustc_args);
     let st = cmd.status().expect("running cargo to build the example");
-    assert!(st.success(), "cargo rustc -p tp --example {name} failed: {st}");
+    assert!(st.success(), "cargo rustc -p {package} --example {name} failed: {st}");
     let exe = profile_dir.join("examples").join(name);
     assert!(exe.is_file(), "{} missing after the build", exe.display());
     exe
