@@ -425,7 +425,7 @@ fn print_counts(
     let elapsed_ns = mean(&elapsed_s) * 1e9;
     let runs = elapsed.len();
     // Per event: the mean scaled value and its spread, or None (not supported / counted).
-    let values: Vec<Option<(f64, f64, Reading)>> = counts
+    let values: Vec<Value> = counts
         .iter()
         .map(|c| {
             let rs: Option<Vec<Reading>> = c.runs.iter().copied().collect();
@@ -449,82 +449,12 @@ fn print_counts(
         // The interval lines already said it all; a text summary would repeat them.
         return Ok(());
     }
+    let scale = Scale { runs, task_clock_ns, elapsed_ns };
     for (ev, v) in events.iter().zip(&values) {
         match style {
-            Style::Text => {
-                let line = match v {
-                    None => format!("{:>18}      {}", "<not supported>", ev.name),
-                    Some((_, _, total)) if total.running == 0 && total.enabled > 0 => {
-                        format!("{:>18}      {}", "<not counted>", ev.name)
-                    }
-                    Some((m, sd, total)) => {
-                        let (val, unit) = shown(ev, *m);
-                        let (mv, mu) = metric(ev, *m, task_clock_ns, elapsed_ns);
-                        let mut l = format!("{val:>18} {unit:<4} {:<33}# {mv:>8.3} {mu}", ev.name);
-                        if runs > 1 {
-                            l = format!("{l:<88}( +- {sd:>5.2}% )");
-                        }
-                        let frac = total.running_fraction();
-                        if frac < 1.0 {
-                            l.push_str(&format!("  ({:.2}%)", frac * 100.0));
-                        }
-                        l
-                    }
-                };
-                writeln!(out, "{}", line.trim_end())?;
-            }
-            Style::Csv(sep) => {
-                let fields: Vec<String> = match v {
-                    None => vec![
-                        "<not supported>".into(),
-                        String::new(),
-                        ev.name.clone(),
-                        "0".into(),
-                        "100.00".into(),
-                        String::new(),
-                        String::new(),
-                    ],
-                    Some((m, sd, total)) => {
-                        let (val, unit) = shown(ev, *m);
-                        let (mv, mu) = metric(ev, *m, task_clock_ns, elapsed_ns);
-                        let mut f = vec![
-                            val,
-                            unit.into(),
-                            ev.name.clone(),
-                            (total.running / runs as u64).to_string(),
-                            format!("{:.2}", total.running_fraction() * 100.0),
-                            format!("{mv:.3}"),
-                            mu,
-                        ];
-                        if runs > 1 {
-                            f.insert(3, format!("{sd:.2}%"));
-                        }
-                        f
-                    }
-                };
-                writeln!(out, "{}", fields.join(sep))?;
-            }
-            Style::Json => {
-                let line = match v {
-                    None => format!(
-                        "{{\"counter-value\" : \"<not supported>\", \"unit\" : \"\", \"event\" : {}, \"event-runtime\" : 0, \"pcnt-running\" : 100.00}}",
-                        json_string(&ev.name)
-                    ),
-                    Some((m, sd, total)) => {
-                        let (mv, mu) = metric(ev, *m, task_clock_ns, elapsed_ns);
-                        let (value, unit) = if is_clock(ev) { (m / 1e6, "msec") } else { (*m, "") };
-                        let var = if runs > 1 { format!(", \"variance\" : {sd:.2}") } else { String::new() };
-                        format!(
-                            "{{\"counter-value\" : \"{value:.6}\", \"unit\" : \"{unit}\", \"event\" : {}, \"event-runtime\" : {}, \"pcnt-running\" : {:.2}{var}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
-                            json_string(&ev.name),
-                            total.running / runs as u64,
-                            total.running_fraction() * 100.0,
-                            json_string(&mu)
-                        )
-                    }
-                };
-                writeln!(out, "{line}")?;
-            }
+            Style::Text => writeln!(out, "{}", text_line(ev, v, &scale).trim_end())?,
+            Style::Csv(sep) => writeln!(out, "{}", csv_fields(ev, v, &scale).join(sep))?,
+            Style::Json => writeln!(out, "{}", json_line(ev, v, &scale))?,
         }
     }
     if let Style::Text = style {
@@ -541,6 +471,94 @@ fn print_counts(
         }
     }
     Ok(())
+}
+
+/// An event's mean scaled value over the runs, its relative spread (%) and the summed
+/// reading; `None` when the event is not supported.
+type Value = Option<(f64, f64, Reading)>;
+
+/// What an event's line needs besides its value.
+struct Scale {
+    runs: usize,
+    task_clock_ns: Option<f64>,
+    elapsed_ns: f64,
+}
+
+/// perf stat's text line of an event.
+fn text_line(ev: &Event, v: &Value, sc: &Scale) -> String {
+    match v {
+        None => format!("{:>18}      {}", "<not supported>", ev.name),
+        Some((_, _, total)) if total.running == 0 && total.enabled > 0 => {
+            format!("{:>18}      {}", "<not counted>", ev.name)
+        }
+        Some((m, sd, total)) => {
+            let (val, unit) = shown(ev, *m);
+            let (mv, mu) = metric(ev, *m, sc.task_clock_ns, sc.elapsed_ns);
+            let mut l = format!("{val:>18} {unit:<4} {:<33}# {mv:>8.3} {mu}", ev.name);
+            if sc.runs > 1 {
+                l = format!("{l:<88}( +- {sd:>5.2}% )");
+            }
+            let frac = total.running_fraction();
+            if frac < 1.0 {
+                l.push_str(&format!("  ({:.2}%)", frac * 100.0));
+            }
+            l
+        }
+    }
+}
+
+/// perf stat -x's fields of an event.
+fn csv_fields(ev: &Event, v: &Value, sc: &Scale) -> Vec<String> {
+    match v {
+        None => vec![
+            "<not supported>".into(),
+            String::new(),
+            ev.name.clone(),
+            "0".into(),
+            "100.00".into(),
+            String::new(),
+            String::new(),
+        ],
+        Some((m, sd, total)) => {
+            let (val, unit) = shown(ev, *m);
+            let (mv, mu) = metric(ev, *m, sc.task_clock_ns, sc.elapsed_ns);
+            let mut f = vec![
+                val,
+                unit.into(),
+                ev.name.clone(),
+                (total.running / sc.runs as u64).to_string(),
+                format!("{:.2}", total.running_fraction() * 100.0),
+                format!("{mv:.3}"),
+                mu,
+            ];
+            if sc.runs > 1 {
+                f.insert(3, format!("{sd:.2}%"));
+            }
+            f
+        }
+    }
+}
+
+/// perf stat --json's line of an event.
+fn json_line(ev: &Event, v: &Value, sc: &Scale) -> String {
+    match v {
+        None => format!(
+            "{{\"counter-value\" : \"<not supported>\", \"unit\" : \"\", \"event\" : {}, \"event-runtime\" : 0, \"pcnt-running\" : 100.00}}",
+            json_string(&ev.name)
+        ),
+        Some((m, sd, total)) => {
+            let (mv, mu) = metric(ev, *m, sc.task_clock_ns, sc.elapsed_ns);
+            let (value, unit) = if is_clock(ev) { (m / 1e6, "msec") } else { (*m, "") };
+            let var = if sc.runs > 1 { format!(", \"variance\" : {sd:.2}") } else { String::new() };
+            format!(
+                "{{\"counter-value\" : \"{value:.6}\", \"unit\" : \"{unit}\", \"event\" : {}, \"event-runtime\" : {}, \"pcnt-running\" : {:.2}{var}, \"metric-value\" : {mv:.6}, \"metric-unit\" : {}}}",
+                json_string(&ev.name),
+                total.running / sc.runs as u64,
+                total.running_fraction() * 100.0,
+                json_string(&mu)
+            )
+        }
+    }
 }
 
 fn print_interval(
