@@ -20,6 +20,22 @@ pub fn getppid_n(n: usize) {
     }
 }
 
+/// Whether `ev` is another process's dynamic event rather than one of the kernel's: a
+/// uprobe/kprobe (its format has `__probe_ip`, a return probe's `__probe_func`) or an event gone since it was listed. Other
+/// tests and tools create and remove probes while these tests list events; the kernel's own
+/// events neither come nor go.
+pub fn is_probe_or_gone(tfs: &Tracefs, ev: &EventId) -> bool {
+    match tfs.event_format(ev) {
+        Ok(fmt) => fmt.field("__probe_ip").is_some() || fmt.field("__probe_func").is_some(),
+        Err(_) => !tfs.root().join("events").join(&ev.system).join(&ev.name).exists(),
+    }
+}
+
+/// `events` without other processes' dynamic events (see [`is_probe_or_gone`]).
+pub fn kernel_events(tfs: &Tracefs, events: &[EventId]) -> Vec<EventId> {
+    events.iter().filter(|e| !is_probe_or_gone(tfs, e)).cloned().collect()
+}
+
 pub fn sys_enter() -> EventId {
     EventId::new("raw_syscalls", "sys_enter")
 }
