@@ -102,8 +102,27 @@ impl Tracefs {
     }
 
     /// Every event of the running kernel, from `available_events`, sorted.
+    ///
+    /// The kernel hands the file out a page per `read`, finding its place again by count at
+    /// each: a probe another process adds or removes meanwhile shifts the list under it, and
+    /// one read of the file misses or repeats events of the kernel's own (seen beside a loop
+    /// of probe definitions). So it is read until two reads agree; under churn that never
+    /// lets up, the union of the reads, in which no event is missing.
     pub fn available_events(&self) -> Result<Vec<EventId>> {
-        Ok(events::parse_available_events(&self.read("available_events")?))
+        const READS: usize = 20;
+        let mut last = events::parse_available_events(&self.read("available_events")?);
+        let mut union = last.clone();
+        for _ in 1..READS {
+            let now = events::parse_available_events(&self.read("available_events")?);
+            if now == last {
+                return Ok(now);
+            }
+            union.extend(now.iter().cloned());
+            last = now;
+        }
+        union.sort();
+        union.dedup();
+        Ok(union)
     }
 
     /// The events `glob` selects (see [`crate::events`] for the syntax); empty if none.

@@ -1,4 +1,4 @@
-use super::util::{is_probe_or_gone, tracefs};
+use super::util::{tracefs, vanished};
 
 #[test]
 fn finds_tracefs_and_its_metadata() {
@@ -27,7 +27,7 @@ fn every_format_parses() {
     for e in &evs {
         // Another process's probe may vanish between the listing and its format's read.
         if let Err(err) = tfs.event_format(e) {
-            if is_probe_or_gone(&tfs, e) {
+            if vanished(&err) {
                 continue;
             }
             bad.push(err.to_string());

@@ -27,8 +27,14 @@ pub fn getppid_n(n: usize) {
 pub fn is_probe_or_gone(tfs: &Tracefs, ev: &EventId) -> bool {
     match tfs.event_format(ev) {
         Ok(fmt) => fmt.field("__probe_ip").is_some() || fmt.field("__probe_func").is_some(),
-        Err(_) => !tfs.root().join("events").join(&ev.system).join(&ev.name).exists(),
+        // Gone when its format was read (it may be back by now, under the same name).
+        Err(e) => vanished(&e),
     }
+}
+
+/// Whether reading an event's file failed because the event was removed meanwhile.
+pub fn vanished(e: &tp_tracefs::Error) -> bool {
+    matches!(e.errno(), Some(libc::ENOENT | libc::ENODEV))
 }
 
 /// `events` without other processes' dynamic events (see [`is_probe_or_gone`]).
