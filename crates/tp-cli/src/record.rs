@@ -191,6 +191,13 @@ pub fn run(args: Args) -> Result<i32> {
             return Ok(127);
         }
     }
+    // `usdt:BINARY:P:N` is the event `sdt_P:N` from here on.
+    let events: Vec<String> =
+        args.trace.events.iter().map(|e| crate::probe::run::event_glob(e)).collect();
+    let perf_door = perf::wanted(&args.perf, &events);
+    // The tracefs door's guard before any probe exists: a SIGKILL between defining the probes
+    // and forking the guard left them behind.
+    let guard = if perf_door { None } else { Some(spawn_guard(args)?) };
     // Defined before anything else and removed after everything (drop order: last).
     let sdt_probes = crate::probe::run::define_for_record(
         &args.trace.events,
@@ -199,10 +206,7 @@ pub fn run(args: Args) -> Result<i32> {
         &args.trace.pids,
         args.quiet,
     )?;
-    // `usdt:BINARY:P:N` is the event `sdt_P:N` from here on.
-    let events: Vec<String> =
-        args.trace.events.iter().map(|e| crate::probe::run::event_glob(e)).collect();
-    if perf::wanted(&args.perf, &events) {
+    let Some(guard) = guard else {
         if args.trace.stacks.any() {
             bail!("-T, -U and --stack-trigger ask tracefs for stacks; this recording goes through perf_event_open (perf.data), which does not take them");
         }
@@ -221,7 +225,7 @@ pub fn run(args: Args) -> Result<i32> {
             duration: args.duration,
             quiet: args.quiet,
         });
-    }
+    };
     let mut selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;
     for s in &mut selections {
         s.glob = crate::probe::run::event_glob(&s.glob);
@@ -262,35 +266,47 @@ pub fn run(args: Args) -> Result<i32> {
             }
         }
     }
-    let probes = sdt_probes.as_ref().map_or(&[][..], |p| p.probes());
-    record(args, &kernel, &user_globs, probes)
+    let r = record(args, guard, &kernel, &user_globs);
     // `sdt_probes` goes last, after the instance that enables them.
+    drop(sdt_probes);
+    r
 }
 
-/// `probes`: uprobes defined for this recording (`-e sdt_P:N`), which the guard removes too.
-fn record(
-    args: &Opts,
-    selections: &[Selection],
-    user_globs: &[String],
-    probes: &[tp_tracefs::Uprobe],
-) -> Result<i32> {
+fn write_options(args: &Opts) -> output::WriteOptions {
+    output::WriteOptions {
+        version: args.file.file_version,
+        compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
+    }
+}
+
+/// The guard, first (it must be forked while tp has one thread, and before any probe is
+/// defined): whatever kills tp from now on, it stops tracing, removes the instance and the
+/// probes tp's ledger lists, and turns the pages into the output.
+fn spawn_guard(args: &Opts) -> Result<Guard> {
     if args.file.file_version == 6 && args.file.compress == Compression::Zstd && explicit_compress()
     {
         bail!("trace.dat version 6 has no compression; use --file-version 7 or --compress none");
     }
-    let out = &args.file.output;
     // Before anything is recorded: an output tp could not write is refused now.
-    crate::outfile::check(out)?;
-    let opts = output::WriteOptions {
-        version: args.file.file_version,
-        compress: args.file.compress == Compression::Zstd && args.file.file_version >= 7,
-    };
-    // The guard first (it must be forked while tp has one thread): whatever kills tp from
-    // now on, it stops tracing, removes the instance and turns the pages into `out`.
-    let rescue_opts = opts.clone();
+    crate::outfile::check(&args.file.output)?;
+    let rescue_opts = write_options(args);
     let mut guard = Guard::spawn(move |dir, out, instances, pid| {
         rescue::rescue_pages(dir, out, instances, pid, &rescue_opts)
     })?;
+    let tracefs = tp_tracefs::Tracefs::discover()?.root().to_path_buf();
+    guard.register(&Action::Probes { tracefs })?;
+    Ok(guard)
+}
+
+/// `guard`: from [`spawn_guard`].
+fn record(
+    args: &Opts,
+    mut guard: Guard,
+    selections: &[Selection],
+    user_globs: &[String],
+) -> Result<i32> {
+    let out = &args.file.output;
+    let opts = write_options(args);
     // Signals before the page directory: a Ctrl-C from here on cleans up.
     let signals = Signals::install(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let tmp = TempPages::new(out)?;
@@ -318,10 +334,6 @@ fn record(
     ));
     if args.instance.is_none() {
         guard.register(&Action::Instance(own_instance.clone()))?;
-    }
-    for p in probes {
-        let tracefs = tp_tracefs::Tracefs::discover()?.root().to_path_buf();
-        guard.register(&Action::Uprobe { tracefs, name: format!("{}/{}", p.group, p.event) })?;
     }
     let Session { tfs, inst, events, mut child, traced_pids } = session::setup(&settings)?;
     if inst.is_owned() && inst.dir() != own_instance {

@@ -417,12 +417,24 @@ fn start_recording(p: &Prog, group: &str) -> std::process::Child {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    while uprobe_lines(group).len() < 2 {
-        assert!(t0.elapsed().as_secs() < 20, "the recording never defined its probes");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // Waits on conditions, with timeouts only a hung tp reaches on a loaded machine.
+    wait_for("the recording to define its probes", || uprobe_lines(group).len() == 2);
     rec
+}
+
+/// Polls `done` until it holds; panics after two minutes.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !done() {
+        assert!(t0.elapsed().as_secs() < 120, "waited 120 s for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether process `pid` has exited (gone, or a zombie).
+fn exited(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(true, |s| s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
 }
 
 #[test]
@@ -431,33 +443,22 @@ fn probes_of_a_killed_recording_are_removed_by_its_guard_or_the_next_run() {
     let exe = p.exe.to_str().unwrap();
     let group = format!("sdt_{}", provider(&p));
 
-    // SIGKILL of tp: its guard removes them.
+    // SIGKILL of tp as soon as its probes exist: its guard, forked before them, removes them.
     let mut rec = start_recording(&p, &group);
     rec.kill().unwrap();
     rec.wait().unwrap();
-    let t0 = std::time::Instant::now();
-    while !uprobe_lines(&group).is_empty() {
-        assert!(t0.elapsed().as_secs() < 5, "the guard left {:?}", uprobe_lines(&group));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for("the guard to remove the probes", || uprobe_lines(&group).is_empty());
 
     // tp and its guard killed: the next run removes them.
     let _only_this_run = TP_STARTS.write().unwrap_or_else(|e| e.into_inner());
     let mut rec = start_recording(&p, &group);
-    // The guard is forked after the probes are defined.
-    let t0 = std::time::Instant::now();
-    let guard = loop {
-        if let Some(g) = guard_of(rec.id()) {
-            break g;
-        }
-        assert!(t0.elapsed().as_secs() < 10, "tp record has no guard process");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    // The guard is forked before the probes are defined.
+    let guard = guard_of(rec.id()).expect("tp record defined probes without a guard process");
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(guard, libc::SIGKILL) };
+    wait_for("the guard to die", || exited(guard));
     rec.kill().unwrap();
     rec.wait().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
     assert_eq!(uprobe_lines(&group).len(), 2, "tp and its guard killed leave them");
     let ledger = Path::new("/run/tp/uprobes").join(rec.id().to_string());
     assert!(ledger.exists());

@@ -21,9 +21,11 @@ use crate::sys;
 pub enum Action {
     /// A private tracefs instance directory: tracing stopped first, removed last.
     Instance(PathBuf),
-    /// A uprobe definition `GROUP/NAME` in `uprobe_events` under `tracefs` (deleted with
-    /// `-:GROUP/NAME` after the instances are gone).
-    Uprobe { tracefs: PathBuf, name: String },
+    /// The uprobes tp lists in its ledger (`RUN_PROBES_DIR/PID`, see [`crate::RunProbes`])
+    /// in `uprobe_events` under `tracefs`: deleted after the instances are gone. Registered
+    /// before the first is defined: the ledger names each before it exists, so a kill at any
+    /// point leaves none behind.
+    Probes { tracefs: PathBuf },
     /// A directory of recorded pages meant to become `output`: given to the rescue function.
     Pages { dir: PathBuf, output: PathBuf },
     /// A temporary file to remove (a half-written output).
@@ -115,9 +117,7 @@ fn encode(a: &Action) -> String {
     let path = |p: &Path| hex(p.as_os_str().as_encoded_bytes());
     match a {
         Action::Instance(p) => format!("instance {}", path(p)),
-        Action::Uprobe { tracefs, name } => {
-            format!("uprobe {} {}", path(tracefs), hex(name.as_bytes()))
-        }
+        Action::Probes { tracefs } => format!("probes {}", path(tracefs)),
         Action::Pages { dir, output } => format!("pages {} {}", path(dir), path(output)),
         Action::File(p) => format!("file {}", path(p)),
     }
@@ -137,10 +137,7 @@ fn decode(line: &str) -> Option<Action> {
     let mut it = line.split(' ');
     let a = match it.next()? {
         "instance" => Action::Instance(path(it.next()?)?),
-        "uprobe" => Action::Uprobe {
-            tracefs: path(it.next()?)?,
-            name: String::from_utf8(unhex(it.next()?)?).ok()?,
-        },
+        "probes" => Action::Probes { tracefs: path(it.next()?)? },
         "pages" => Action::Pages { dir: path(it.next()?)?, output: path(it.next()?)? },
         "file" => Action::File(path(it.next()?)?),
         _ => return None,
@@ -208,10 +205,16 @@ fn undo(actions: &[Action], rescue: Rescue<'_>, tp_pid: i32) {
         }
     }
     for a in actions {
-        if let Action::Uprobe { tracefs, name } = a {
-            let f = tracefs.join("uprobe_events");
-            if let Err(e) = sys::append_file(&f, format!("-:{name}\n").as_bytes()) {
-                eprintln!("tp: could not delete uprobe {name}: {e}");
+        if let Action::Probes { tracefs } = a {
+            let removed = crate::Tracefs::at(tracefs.clone())
+                .and_then(|tfs| crate::uprobe::remove_probes_of(&tfs, tp_pid));
+            match removed {
+                Ok(names) => {
+                    for n in names {
+                        eprintln!("tp: removed probe {n} of tp (pid {tp_pid})");
+                    }
+                }
+                Err(e) => eprintln!("tp: could not remove the probes of tp (pid {tp_pid}): {e}"),
             }
         }
     }
@@ -228,7 +231,7 @@ mod tests {
     fn actions_survive_the_pipe_encoding() {
         for a in [
             Action::Instance("/sys/kernel/tracing/instances/tp-1".into()),
-            Action::Uprobe { tracefs: "/sys/kernel/tracing".into(), name: "tp/x y".into() },
+            Action::Probes { tracefs: "/sys/kernel/tracing\n x".into() },
             Action::Pages { dir: "/t/.a b\n.tp-1.d".into(), output: "/t/a b\n".into() },
             Action::File("/t/x.tmp".into()),
         ] {

@@ -264,23 +264,42 @@ pub fn remove_stale_probes(tfs: &Tracefs) -> Result<Vec<String>> {
         if alive(pid) || claimer.is_some_and(alive) {
             continue;
         }
-        // Claimed by renaming: of several tp runs starting together one removes them (the
-        // others could otherwise remove a new run's identical probes).
-        let file = dir.join(format!("{name}.removing-{}", sys::getpid()));
-        if sys::rename(&dir.join(&name), &file).is_err() {
-            continue;
-        }
-        let listed: Vec<Uprobe> =
-            sys::read_string(&file)?.lines().filter_map(Uprobe::parse).collect();
-        let now = tfs.uprobes()?;
-        for p in listed {
-            if now.iter().any(|q| same_place(q, &p)) {
-                tfs.remove_uprobe(&p.group, &p.event)?;
-                removed.push(format!("{}:{}", p.group, p.event));
-            }
-        }
-        sys::remove_file(&file)?;
+        removed.extend(claim_and_remove(tfs, &dir.join(&name))?);
     }
+    Ok(removed)
+}
+
+/// Remove the probes tp process `pid` listed, when they are still its definitions: what its
+/// guard does after `pid` died (`pid` may still be a zombie then, which
+/// [`remove_stale_probes`] would take for alive). Returns `group:event` of those removed.
+pub fn remove_probes_of(tfs: &Tracefs, pid: i32) -> Result<Vec<String>> {
+    let ledger = std::path::Path::new(RUN_PROBES_DIR).join(pid.to_string());
+    if !sys::exists(&ledger) {
+        return Ok(Vec::new());
+    }
+    claim_and_remove(tfs, &ledger)
+}
+
+/// Remove the probes a ledger lists and the ledger. It is claimed by renaming it first: of
+/// several processes cleaning up together one removes them (the others could otherwise
+/// remove a new run's identical probes).
+fn claim_and_remove(tfs: &Tracefs, ledger: &std::path::Path) -> Result<Vec<String>> {
+    let mut name = ledger.as_os_str().to_owned();
+    name.push(format!(".removing-{}", sys::getpid()));
+    let file = std::path::PathBuf::from(name);
+    if sys::rename(ledger, &file).is_err() {
+        return Ok(Vec::new());
+    }
+    let listed: Vec<Uprobe> = sys::read_string(&file)?.lines().filter_map(Uprobe::parse).collect();
+    let now = tfs.uprobes()?;
+    let mut removed = Vec::new();
+    for p in listed {
+        if now.iter().any(|q| same_place(q, &p)) {
+            tfs.remove_uprobe(&p.group, &p.event)?;
+            removed.push(format!("{}:{}", p.group, p.event));
+        }
+    }
+    sys::remove_file(&file)?;
     Ok(removed)
 }
 
