@@ -341,6 +341,37 @@ impl Producer<'_> {
         }
     }
 
+    /// A sample of event `attr`, as a tracepoint's line or perf script's, with its stack.
+    fn sample(
+        &mut self,
+        feed: &mut Feed<'_>,
+        attr: Option<usize>,
+        s: &Sample<'_>,
+    ) -> Result<(), pipeline::Closed> {
+        let Some(ev) = attr.and_then(|i| self.events.get(i)) else { return Ok(()) };
+        let attr = attr.and_then(|i| self.attrs.get(i));
+        if !ev.wanted || !self.cpu_ok(s.cpu) || !self.pid_ok(s.pid, s.tid) {
+            return Ok(());
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        frames.clear();
+        if let Some(syms) = &mut self.syms {
+            // A tracepoint's line has no IP: only a stack is printed.
+            if !ev.tracepoint || s.callchain.is_some() || s.stack_user.is_some() {
+                syms.stack(attr, s, &mut frames);
+            }
+        }
+        let done = match (ev.tracepoint, s.raw) {
+            (true, Some(raw)) => self.tracepoint(feed, s, raw, &frames),
+            _ => {
+                let line = self.sample_line(s, &ev.name, &frames);
+                feed.text(s.time.unwrap_or(0), line)
+            }
+        };
+        self.frames = frames;
+        done
+    }
+
     fn record(
         &mut self,
         feed: &mut Feed<'_>,
@@ -354,30 +385,7 @@ impl Producer<'_> {
             }
         }
         match *r {
-            Record::Sample(ref s) => {
-                let Some(ev) = attr.and_then(|i| self.events.get(i)) else { return Ok(()) };
-                let attr = attr.and_then(|i| self.attrs.get(i));
-                if !ev.wanted || !self.cpu_ok(s.cpu) || !self.pid_ok(s.pid, s.tid) {
-                    return Ok(());
-                }
-                let mut frames = std::mem::take(&mut self.frames);
-                frames.clear();
-                if let Some(syms) = &mut self.syms {
-                    // A tracepoint's line has no IP: only a stack is printed.
-                    if !ev.tracepoint || s.callchain.is_some() || s.stack_user.is_some() {
-                        syms.stack(attr, s, &mut frames);
-                    }
-                }
-                let done = match (ev.tracepoint, s.raw) {
-                    (true, Some(raw)) => self.tracepoint(feed, s, raw, &frames),
-                    _ => {
-                        let line = self.sample_line(s, &ev.name, &frames);
-                        feed.text(s.time.unwrap_or(0), line)
-                    }
-                };
-                self.frames = frames;
-                done
-            }
+            Record::Sample(ref s) => self.sample(feed, attr, s),
             Record::Comm { pid, tid, comm, exec, id } => {
                 self.comms.insert(tid, comm.to_string());
                 self.same_name.set(None);
@@ -425,46 +433,7 @@ impl Producer<'_> {
                 {
                     return Ok(());
                 }
-                let pid = m.pid as i32;
-                let what = match m.file {
-                    Some(f) => {
-                        let dev = match f {
-                            tp_format::perfdata::record::MmapFile::Inode {
-                                maj,
-                                min,
-                                ino,
-                                ino_generation,
-                            } => {
-                                format!("{maj:02x}:{min:02x} {ino} {ino_generation}")
-                            }
-                            tp_format::perfdata::record::MmapFile::BuildId(b) => {
-                                let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-                                format!("buildid {hex}")
-                            }
-                        };
-                        let prot = |bit: u32, c: char| if m.prot & bit != 0 { c } else { '-' };
-                        format!(
-                            "PERF_RECORD_MMAP2 {pid}/{}: [{}({}) @ {} {dev}]: {}{}{}{} {}",
-                            m.tid,
-                            hex(m.addr),
-                            hex(m.len),
-                            hex(m.pgoff),
-                            prot(1, 'r'),
-                            prot(2, 'w'),
-                            prot(4, 'x'),
-                            if m.flags & 1 != 0 { 's' } else { 'p' },
-                            m.filename
-                        )
-                    }
-                    None => format!(
-                        "PERF_RECORD_MMAP {pid}/{}: [{}({}) @ {}]: x {}",
-                        m.tid,
-                        hex(m.addr),
-                        hex(m.len),
-                        hex(m.pgoff),
-                        m.filename
-                    ),
-                };
+                let what = mmap_text(m);
                 let line = self.side_line(m.tid, id.cpu, id.time, &what);
                 feed.text(id.time.unwrap_or(0), line)
             }
@@ -683,6 +652,45 @@ impl Producer<'_> {
 }
 
 /// perf's `%#lx`: `0` for zero, else `0x...`.
+/// A MMAP or MMAP2 record in perf script's words (`--show-mmap-events`).
+fn mmap_text(m: &tp_format::perfdata::record::Mmap<'_>) -> String {
+    let pid = m.pid as i32;
+    match m.file {
+        Some(f) => {
+            let dev = match f {
+                tp_format::perfdata::record::MmapFile::Inode { maj, min, ino, ino_generation } => {
+                    format!("{maj:02x}:{min:02x} {ino} {ino_generation}")
+                }
+                tp_format::perfdata::record::MmapFile::BuildId(b) => {
+                    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+                    format!("buildid {hex}")
+                }
+            };
+            let prot = |bit: u32, c: char| if m.prot & bit != 0 { c } else { '-' };
+            format!(
+                "PERF_RECORD_MMAP2 {pid}/{}: [{}({}) @ {} {dev}]: {}{}{}{} {}",
+                m.tid,
+                hex(m.addr),
+                hex(m.len),
+                hex(m.pgoff),
+                prot(1, 'r'),
+                prot(2, 'w'),
+                prot(4, 'x'),
+                if m.flags & 1 != 0 { 's' } else { 'p' },
+                m.filename
+            )
+        }
+        None => format!(
+            "PERF_RECORD_MMAP {pid}/{}: [{}({}) @ {}]: x {}",
+            m.tid,
+            hex(m.addr),
+            hex(m.len),
+            hex(m.pgoff),
+            m.filename
+        ),
+    }
+}
+
 fn hex(v: u64) -> String {
     if v == 0 {
         "0".into()
