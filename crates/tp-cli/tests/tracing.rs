@@ -148,3 +148,68 @@ fn tracing_events_and_spans_interleave_with_the_kernels() {
     let tc_err = text(&tc.stderr);
     assert!(!tc_err.to_lowercase().contains("error"), "{tc_err}");
 }
+
+/// Decodes a Perfetto trace with the `perfetto` PyPI package's protos and prints one line
+/// per track event: `TYPE TID TS NAME` (TYPE 1 slice begin, 2 slice end, 3 instant).
+const DECODE: &str = r#"
+import sys
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+t = pb.Trace()
+t.ParseFromString(open(sys.argv[1], "rb").read())
+tracks = {}
+for p in t.packet:
+    if p.HasField("track_descriptor"):
+        tracks[p.track_descriptor.uuid] = p.track_descriptor.thread.tid
+    if p.HasField("track_event"):
+        e = p.track_event
+        print(e.type, tracks[e.track_uuid], p.timestamp, e.name or "-")
+"#;
+
+#[test]
+fn perfetto_shows_spans_as_nested_slices_on_the_thread() {
+    require_tracefs();
+    let tmp = Tmp::new("perfetto");
+    let (file, _) = record(&tmp);
+    let out = tmp.0.join("trace.pftrace");
+    run(Command::new(TP)
+        .args(["convert", "--to", "perfetto", "-i"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&out));
+    let decoded = run(Command::new("python3").args(["-c", DECODE]).arg(&out));
+    let decoded = text(&decoded.stdout);
+    let mut slices = Vec::new(); // (type, tid, ts, name) of begins and ends
+    for l in decoded.lines() {
+        let v: Vec<&str> = l.splitn(4, ' ').collect();
+        let ty: u32 = v[0].parse().unwrap();
+        if ty == 1 || ty == 2 {
+            slices.push((ty, v[1].parse::<i64>().unwrap(), v[2].parse::<u64>().unwrap(), v[3]));
+        }
+    }
+    assert_eq!(slices.len() as u64, 4 * REQUESTS, "{decoded}");
+    let tid = slices[0].1;
+    let mut stack: Vec<&str> = Vec::new();
+    let mut last_ts = 0;
+    let mut order = Vec::new();
+    for &(ty, t, ts, name) in &slices {
+        assert_eq!(t, tid, "all on the program's one thread: {decoded}");
+        assert!(ts >= last_ts, "in time order: {decoded}");
+        last_ts = ts;
+        if ty == 1 {
+            stack.push(name);
+            order.push(format!("begin {name} depth {}", stack.len()));
+        } else {
+            let name = stack.pop().expect("an end with no open slice");
+            order.push(format!("end {name}"));
+        }
+    }
+    assert!(stack.is_empty(), "{stack:?}");
+    let one = [
+        "begin service::http::request depth 1",
+        "begin service::db::query depth 2",
+        "end service::db::query",
+        "end service::http::request",
+    ];
+    let want: Vec<String> = (0..REQUESTS).flat_map(|_| one.iter().map(|s| s.to_string())).collect();
+    assert_eq!(order, want);
+}

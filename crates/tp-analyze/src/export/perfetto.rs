@@ -12,6 +12,10 @@
 //!   fields as debug annotations. An event is a program's by its ID (crate `tp` numbers its
 //!   events from [`RUST_ID_BASE`]), not by its buffer's name: a kernel instance's buffer has
 //!   a name too. The process ID is the suffix of the buffer's `COMM-PID` name.
+//! - `tracing` spans recorded by crate `tp-tracing` (system `tracing`) become slices on their
+//!   thread's track: `span_enter` begins one (named after the span's `TARGET__NAME__new`
+//!   event, `::` restored: `myapp::db::query`), `span_exit` ends it, so nested spans nest.
+//!   Their other events stay instants.
 //!
 //! Streaming: a bundle per CPU is flushed every `BUNDLE_EVENTS` (1024) events, so memory does not
 //! grow with the file.
@@ -34,6 +38,12 @@ use tp_format::format::{EventFormat, Field, FieldKind, RUST_ID_BASE};
 use super::proto::{bytes, int, uint};
 use crate::timeline::{str_field, Coverage, Ev, Event, IntField, Timeline};
 use crate::{Error, Result, Select};
+
+/// What a `tracing` span event does to its thread's slices.
+enum Span {
+    Begin(String),
+    End,
+}
 
 /// Events per bundle before it is written.
 const BUNDLE_EVENTS: usize = 1024;
@@ -418,6 +428,8 @@ struct Converter<'t, W: Write> {
     program_buffer: Vec<bool>,
     /// Per (buffer, thread): its track's uuid.
     tracks: HashMap<(usize, i32), u64>,
+    /// Per (buffer, `tracing` span id): the span's name, from its `__new` event.
+    span_names: HashMap<(usize, u64), String>,
     track_seq_started: bool,
     /// Per CPU, indexed by CPU number.
     bundles: Vec<Bundle>,
@@ -454,6 +466,7 @@ impl<'t, W: Write> Converter<'t, W> {
             buffer_pid,
             program_buffer: vec![false; tl.buffers.len()],
             tracks: HashMap::new(),
+            span_names: HashMap::new(),
             track_seq_started: false,
             bundles: Vec::new(),
         }
@@ -504,13 +517,28 @@ impl<'t, W: Write> Converter<'t, W> {
         let be = self.tl.big_endian;
         self.program_buffer[e.buffer] = true;
         let uuid = self.track(e);
+        let span = self.tracing_span(e);
         let w = &mut self.w;
         w.event.clear();
-        int(&mut w.event, 9, 3); // TYPE_INSTANT
-        uint(&mut w.event, 11, uuid);
-        if let Some(f) = self.tl.format_of(e.id) {
-            bytes(&mut w.event, 22, f.system.as_bytes());
-            bytes(&mut w.event, 23, f.name.as_bytes());
+        match &span {
+            Some(Span::Begin(name)) => {
+                int(&mut w.event, 9, 1); // TYPE_SLICE_BEGIN
+                uint(&mut w.event, 11, uuid);
+                bytes(&mut w.event, 22, b"tracing");
+                bytes(&mut w.event, 23, name.as_bytes());
+            }
+            Some(Span::End) => {
+                int(&mut w.event, 9, 2); // TYPE_SLICE_END
+                uint(&mut w.event, 11, uuid);
+            }
+            None => {
+                int(&mut w.event, 9, 3); // TYPE_INSTANT
+                uint(&mut w.event, 11, uuid);
+                if let Some(f) = self.tl.format_of(e.id) {
+                    bytes(&mut w.event, 22, f.system.as_bytes());
+                    bytes(&mut w.event, 23, f.name.as_bytes());
+                }
+            }
         }
         if let Some(Conv::Generic(_, fields)) = &self.convs[e.id as usize] {
             for (name, _, a) in fields {
@@ -524,6 +552,30 @@ impl<'t, W: Write> Converter<'t, W> {
         bytes(&mut w.packet, PKT_TRACK_EVENT, &w.event);
         int(&mut w.packet, PKT_SEQ_ID, SEQ_TRACKS);
         w.emit_packet();
+    }
+
+    /// A `tracing` span's enter (a slice begins, with the span's name) or exit (the
+    /// innermost slice ends); a span's `__new` event notes its name. `None` for every other
+    /// event.
+    fn tracing_span(&mut self, e: &Event<'_>) -> Option<Span> {
+        let f = self.tl.format_of(e.id)?;
+        if f.system != "tracing" {
+            return None;
+        }
+        let id = IntField::of(f, "span_id", self.tl.big_endian)?.get(e.data) as u64;
+        match f.name.as_str() {
+            "span_enter" => {
+                let name = self.span_names.get(&(e.buffer, id)).cloned();
+                Some(Span::Begin(name.unwrap_or_else(|| format!("span {id}"))))
+            }
+            "span_exit" => Some(Span::End),
+            n => {
+                if let Some(stem) = n.strip_suffix("__new") {
+                    self.span_names.insert((e.buffer, id), stem.replace("__", "::"));
+                }
+                None
+            }
+        }
     }
 
     /// The uuid of the track of `e`'s thread, described the first time.
