@@ -208,7 +208,7 @@ impl Table {
 fn parse_table(text: &str) -> Table {
     let mut b = Builder::default();
     for line in text.lines() {
-        let mut it = line.split_whitespace();
+        let mut it = line.split_ascii_whitespace();
         let (Some(addr), Some(_kind), Some(name)) = (it.next(), it.next(), it.next()) else {
             continue;
         };
@@ -442,7 +442,7 @@ impl Cmdlines {
 
     pub fn add_tgids(&mut self, text: &str) {
         for line in text.lines() {
-            let mut it = line.split_whitespace();
+            let mut it = line.split_ascii_whitespace();
             if let (Some(Ok(pid)), Some(Ok(tgid))) =
                 (it.next().map(str::parse), it.next().map(str::parse))
             {

@@ -11,8 +11,9 @@
 //!
 //! Modules: `lex` (tokens), `parse` (C expressions -> typed `ast::Node`s, fields
 //! resolved), `printf` (the kernel's vsnprintf rules), `pointer` (`%p` extensions),
-//! `helpers` (`__print_flags` and friends), `render` (evaluation), `special` (events
-//! printed by C code).
+//! `helpers` (`__print_flags` and friends), `render` (evaluation), `program` (the
+//! conversions compiled into straight-line steps, the interpreter kept for the rest),
+//! `special` (events printed by C code).
 //!
 //! Values are typed like C: every node has a size and signedness after promotions and
 //! casts, and a conversion reads the argument as `vsnprintf` would from a `va_list`.
@@ -35,6 +36,7 @@ mod lex;
 mod parse;
 mod pointer;
 mod printf;
+mod program;
 mod render;
 mod special;
 #[cfg(test)]
@@ -44,6 +46,7 @@ use crate::format::{EventFormat, Field};
 use crate::symbols::{Kallsyms, PrintkFormats, UserMaps};
 use ast::Node;
 use printf::{Count, Piece};
+use program::Program;
 use render::{Env, Op};
 use special::Special;
 
@@ -107,7 +110,7 @@ pub struct Compiled {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    Fmt { ops: Vec<Op>, args: Vec<Node>, fields: Vec<Field> },
+    Fmt { program: Program, args: Vec<Node>, fields: Vec<Field> },
     Special(Special),
 }
 
@@ -193,33 +196,16 @@ impl Compiled {
                 }
             }
         }
-        // Merge adjacent literals (a `%%` splits them).
-        let mut merged: Vec<Op> = Vec::with_capacity(ops.len());
-        for op in ops {
-            if let (Some(Op::Lit(a)), Op::Lit(b)) = (merged.last_mut(), &op) {
-                let mut s = String::from(std::mem::take(a));
-                s.push_str(b);
-                *a = s.into();
-                continue;
-            }
-            merged.push(op);
-        }
-        let ops = merged
-            .into_iter()
-            .map(|op| match op {
-                Op::Lit(s) => Op::literal(s),
-                op => op,
-            })
-            .collect();
-        Ok(Compiled { kind: Kind::Fmt { ops, args, fields }, unsupported })
+        let program = Program::new(ops, &args);
+        Ok(Compiled { kind: Kind::Fmt { program, args, fields }, unsupported })
     }
 
     /// Append the event's text for `record` (the whole record, common fields included).
     pub fn render(&self, record: &[u8], ctx: &RenderCtx<'_>, out: &mut String) {
         match &self.kind {
-            Kind::Fmt { ops, args, fields } => {
+            Kind::Fmt { program, args, fields } => {
                 let env = Env { rec: record, be: ctx.big_endian, fields };
-                render::run(ops, args, &env, ctx, out);
+                program.run(args, &env, ctx, out);
             }
             Kind::Special(s) => s.render(record, ctx, out),
         }

@@ -1,8 +1,8 @@
 //! Evaluation of compiled expressions against one record, and the printf driver.
 
 use super::ast::{BinOp, Helper, IntTy, Node, UnOp};
-use super::printf::{self, Conv, Count, Spec, LEFT, SIGN};
-use super::{ascii, helpers, pointer, RenderCtx};
+use super::printf::{self, Conv, Spec, LEFT, SIGN};
+use super::{helpers, pointer, RenderCtx};
 use crate::format::{read_uint, Field, FieldKind};
 
 /// Printed where a value cannot be had from the record (record too short, a dynamic field
@@ -200,67 +200,16 @@ fn binary(op: BinOp, x: u64, y: u64, ty: IntTy) -> Val<'static> {
     Val::Int(ty.norm(r), ty)
 }
 
-/// One step of a compiled print fmt.
+/// One step of a print fmt, before [`super::program::Program`] compiles the steps.
 #[derive(Debug, Clone)]
 pub(crate) enum Op {
     Lit(Box<str>),
-    /// A literal of at most 16 ASCII bytes (most are: `, `, ` prev_pid=`), copied as a
-    /// fixed 16.
-    Short([u8; 16], u8),
-    Conv {
-        spec: Spec,
-        arg: u16,
-        width_arg: Option<u16>,
-        prec_arg: Option<u16>,
-    },
+    Conv { spec: Spec, arg: u16, width_arg: Option<u16>, prec_arg: Option<u16> },
     Stop,
 }
 
-impl Op {
-    /// Literal text: a `Short` when it is short ASCII.
-    pub(crate) fn literal(s: Box<str>) -> Op {
-        if s.len() <= 16 && s.is_ascii() {
-            let mut b = [0u8; 16];
-            b[..s.len()].copy_from_slice(s.as_bytes());
-            Op::Short(b, s.len() as u8)
-        } else {
-            Op::Lit(s)
-        }
-    }
-}
-
-/// Resolve `*` counts and print one conversion.
-pub(crate) fn run(ops: &[Op], args: &[Node], env: &Env<'_>, ctx: &RenderCtx<'_>, out: &mut String) {
-    for op in ops {
-        match op {
-            Op::Lit(s) => out.push_str(s),
-            // SAFETY: `Short`s are built from ASCII only (`Op::literal`).
-            Op::Short(b, n) => unsafe { ascii::push_fixed(out, b, *n as usize) },
-            Op::Stop => return,
-            Op::Conv { spec, arg, width_arg, prec_arg } => {
-                let mut flags = spec.flags;
-                let mut width = match (spec.width, width_arg) {
-                    (Count::Fixed(w), _) => w,
-                    (Count::Arg, Some(a)) => int_arg(&args[*a as usize], env),
-                    _ => -1,
-                };
-                if spec.width == Count::Arg && width < 0 {
-                    flags |= LEFT;
-                    width = width.saturating_neg();
-                }
-                let prec = match (spec.prec, prec_arg) {
-                    (Count::Fixed(p), _) => p,
-                    (Count::Arg, Some(a)) => int_arg(&args[*a as usize], env).max(0),
-                    _ => -1,
-                };
-                let v = eval(&args[*arg as usize], env);
-                conv(out, &spec.conv, flags, width, prec, v, env, ctx);
-            }
-        }
-    }
-}
-
-fn int_arg(n: &Node, env: &Env<'_>) -> i32 {
+/// A `*` width or precision argument.
+pub(crate) fn int_arg(n: &Node, env: &Env<'_>) -> i32 {
     match eval(n, env) {
         Val::Int(v, _) => printf::clamp_count(v as u32 as i32),
         _ => 0,
