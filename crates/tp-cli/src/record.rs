@@ -22,6 +22,7 @@ mod buildid;
 mod maps;
 pub mod output;
 pub mod perf;
+mod perf_guard;
 mod rescue;
 pub mod session;
 pub mod stacks;
@@ -224,6 +225,7 @@ pub fn run(args: Args) -> Result<i32> {
             all: args.trace.all,
             duration: args.duration,
             quiet: args.quiet,
+            probes: sdt_probes.as_ref().map_or(&[][..], |p| p.probes()),
         });
     };
     let mut selections = session::pair_filters(&argv, &args.trace.events, &args.trace.filters)?;

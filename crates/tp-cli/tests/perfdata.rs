@@ -745,3 +745,127 @@ fn build_ids_of_the_kernel_and_every_mapped_file() {
         assert_eq!(perf(&["-i"], Path::new(file)).trim(), *id, "{file}");
     }
 }
+
+/// Whether a live process is named `name` (the guard of tp PID is `tpg-PID`).
+fn process_named(name: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        stat.split_once(" (")
+            .and_then(|(_, rest)| rest.rsplit_once(") "))
+            .is_some_and(|(comm, state)| comm == name && !state.starts_with('Z'))
+    })
+}
+
+/// The sched_switch samples `tp report --stat` and `perf script` count in `file`, and tp's
+/// stderr. (--stat: naming the stacks of every process of a busy machine takes minutes.)
+fn switches_read(file: &Path) -> (usize, usize, String) {
+    let rep = Command::new(TP).args(["report", "--stat", "-i"]).arg(file).output().unwrap();
+    let err = String::from_utf8_lossy(&rep.stderr).into_owned();
+    assert!(rep.status.success(), "tp report: {err}");
+    let stat = String::from_utf8_lossy(&rep.stdout).into_owned();
+    let tp = stat
+        .lines()
+        .find_map(|l| l.trim().strip_suffix("  sched:sched_switch")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sched_switch line in {stat}"));
+    let perf =
+        perf_script(file, &["-G"]).lines().filter(|l| l.contains("sched:sched_switch:")).count();
+    (tp, perf, err)
+}
+
+/// A perf-door recording killed with SIGKILL: its guard (holding the events and the file)
+/// drains the rings and finishes the file, which tp report and perf script read alike, with
+/// the samples of that time; then the guard exits and nothing of the recording stays open.
+#[test]
+fn a_killed_perf_door_recording_is_finished_by_its_guard() {
+    common::require_tracefs();
+    let tmp = Tmp::new("killed");
+    let out = tmp.path("kg.data");
+    let mut rec = Command::new(TP)
+        .args(["record", "-g", "-a", "-e", "sched:sched_switch", "-o"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = rec.id();
+    let mut stderr = rec.stderr.take().unwrap();
+    // The guard writes to the same stderr: its end is the guard's.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        let _ = tx.send(s);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    let err = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the guard never ended");
+    let t0 = std::time::Instant::now();
+    while process_named(&format!("tpg-{pid}")) {
+        assert!(t0.elapsed().as_secs() < 10, "the guard lives on");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(err.contains("its guard finished"), "{err}");
+    let (tp, perf, report_err) = switches_read(&out);
+    assert!(tp > 0, "no samples: {err}");
+    assert_eq!(tp, perf, "{err}");
+    let said: usize = err
+        .split("its guard finished")
+        .nth(1)
+        .and_then(|s| s.split(": ").nth(1)?.split(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    assert_eq!(said, tp, "{err}");
+    assert!(!report_err.contains("not finished"), "{report_err}");
+}
+
+/// A perf.data whose writer died before finishing it (data size 0, no features, as a
+/// SIGKILL without a guard leaves it): tp report prints its records and says the file
+/// was not finished; a file with no records at all is an error, not an empty success.
+#[test]
+fn tp_report_reads_an_unfinished_perf_data_and_refuses_a_header_only_one() {
+    common::require_tracefs();
+    let tmp = Tmp::new("unfinished");
+    let whole = tmp.path("whole.data");
+    common::run(
+        Command::new(TP)
+            .args([
+                "record",
+                "-q",
+                "--perf",
+                "-e",
+                "sched:sched_switch",
+                "-a",
+                "--duration",
+                "300ms",
+                "-o",
+            ])
+            .arg(&whole),
+    );
+    let (samples, _, _) = switches_read(&whole);
+    assert!(samples > 0);
+    let mut bytes = std::fs::read(&whole).unwrap();
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let (data_at, data_size) = (u64_at(&bytes, 40), u64_at(&bytes, 48));
+    // As the writer leaves the header until it finishes: data size and features 0.
+    bytes[48..56].fill(0);
+    bytes[72..104].fill(0);
+    bytes.truncate((data_at + data_size) as usize);
+    let unfinished = tmp.path("unfinished.data");
+    std::fs::write(&unfinished, &bytes).unwrap();
+    let rep = Command::new(TP).args(["report", "-i"]).arg(&unfinished).output().unwrap();
+    let err = String::from_utf8_lossy(&rep.stderr);
+    assert!(rep.status.success(), "{err}");
+    assert!(err.contains("not finished"), "{err}");
+    let text = String::from_utf8_lossy(&rep.stdout);
+    // Without the formats the samples print as unknown events, one line each.
+    assert_eq!(text.lines().filter(|l| !l.trim().is_empty()).count(), samples, "{text}");
+
+    bytes.truncate(data_at as usize);
+    let header_only = tmp.path("header-only.data");
+    std::fs::write(&header_only, &bytes).unwrap();
+    let rep = Command::new(TP).args(["report", "-i"]).arg(&header_only).output().unwrap();
+    let err = String::from_utf8_lossy(&rep.stderr);
+    assert!(!rep.status.success(), "a header-only file read as a success: {err}");
+    assert!(err.contains("not finished") && err.contains("no records"), "{err}");
+}

@@ -104,6 +104,8 @@ pub struct Ring {
     scratch: Vec<u8>,
     stats: RingStats,
     name: String,
+    /// The head read up to by [`Ring::read_held`], not released yet.
+    held_to: Option<u64>,
 }
 
 impl Ring {
@@ -136,6 +138,7 @@ impl Ring {
             scratch: Vec::new(),
             stats: RingStats::default(),
             name: counter.name().into(),
+            held_to: None,
         })
     }
 
@@ -159,7 +162,16 @@ impl Ring {
     }
 
     /// Hand every complete record to `f` (header included) and free their space.
-    pub fn read(&mut self, mut f: impl FnMut(&[u8])) -> u64 {
+    pub fn read(&mut self, f: impl FnMut(&[u8])) -> u64 {
+        let n = self.read_held(f);
+        self.release();
+        n
+    }
+
+    /// [`Ring::read`], but the records' space stays the reader's until [`Ring::release`]
+    /// (e.g. until they are safely in a file: a reader that dies before leaves them in the
+    /// ring for another). Reading again before releasing hands out the same records again.
+    pub fn read_held(&mut self, mut f: impl FnMut(&[u8])) -> u64 {
         let (h, t) = self.head_tail();
         let head = h.load(Ordering::Acquire);
         let tail = t.load(Ordering::Relaxed);
@@ -183,9 +195,16 @@ impl Ring {
         let mut stats = self.stats;
         drain(Readable { first, second }, &mut self.scratch, &mut stats, &mut f);
         self.stats = stats;
-        let (_, t) = self.head_tail();
-        t.store(head, Ordering::Release);
+        self.held_to = Some(head);
         avail as u64
+    }
+
+    /// Give the space of the records read back to the kernel.
+    pub fn release(&mut self) {
+        if let Some(head) = self.held_to.take() {
+            let (_, t) = self.head_tail();
+            t.store(head, Ordering::Release);
+        }
     }
 
     pub fn stats(&self) -> RingStats {

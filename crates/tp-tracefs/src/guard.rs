@@ -7,6 +7,8 @@
 //! guard stops tracing in every registered instance, hands each page directory to the
 //! caller's rescue function (turn it into a readable file, or remove it and say so), then
 //! removes temporary files, instances and uprobe definitions, saying what it did.
+//! [`Guard::spawn_holding`] forks one that also takes over what tp holds in its memory and
+//! file descriptors (the perf door: the events, their rings, the output file).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -52,7 +54,20 @@ impl Guard {
         rescue: impl Fn(&Path, &Path, &[PathBuf], i32) -> Box<dyn FnOnce()>,
     ) -> Result<Guard> {
         let tp_pid = sys::getpid();
-        let (pid, w) = sys::fork_guard(&name(tp_pid), move |r| serve(r, &rescue, tp_pid))?;
+        let (pid, w) = sys::fork_guard(&name(tp_pid), move |r| serve(r, &rescue, |_| {}, tp_pid))?;
+        Ok(Guard { pid, pipe: Some(File::from(w)) })
+    }
+
+    /// Fork a guard that takes over what tp holds when it dies. `hold` runs in the guard at
+    /// once (a copy of tp's memory and file descriptors at this call: e.g. the perf door's
+    /// event fds and output file; it maps what must outlive tp) and returns what runs, with
+    /// tp's pid, when tp dies, before the registered actions are undone. A normal end
+    /// disarms the guard, which then exits without running it. Call it while tp has one
+    /// thread.
+    pub fn spawn_holding<F: FnOnce(i32)>(hold: impl FnOnce() -> F) -> Result<Guard> {
+        let tp_pid = sys::getpid();
+        let none: Rescue<'_> = &|_, _, _, _| Box::new(|| {});
+        let (pid, w) = sys::fork_guard(&name(tp_pid), move |r| serve(r, none, hold(), tp_pid))?;
         Ok(Guard { pid, pipe: Some(File::from(w)) })
     }
 
@@ -145,8 +160,9 @@ fn decode(line: &str) -> Option<Action> {
     Some(a)
 }
 
-/// The guard's side: collect registrations until EOF, then undo what is left.
-fn serve(r: OwnedFd, rescue: Rescue<'_>, tp_pid: i32) -> i32 {
+/// The guard's side: collect registrations until EOF, then run `on_death` and undo what is
+/// left.
+fn serve(r: OwnedFd, rescue: Rescue<'_>, on_death: impl FnOnce(i32), tp_pid: i32) -> i32 {
     let mut actions: Vec<Action> = Vec::new();
     for line in BufReader::new(File::from(r)).lines() {
         let Ok(line) = line else { break };
@@ -165,6 +181,7 @@ fn serve(r: OwnedFd, rescue: Rescue<'_>, tp_pid: i32) -> i32 {
             actions.remove(i);
         }
     }
+    on_death(tp_pid);
     if actions.is_empty() {
         return 0;
     }

@@ -29,6 +29,7 @@ use tp_format::perfdata::{self as pd, Features, Writer, WriterAttr};
 use tp_perf::counter::{self, Counter, CounterOptions, Sampling, Target};
 use tp_perf::events::{self, Class, Event, Kind, MachineLookups};
 use tp_perf::Ring;
+use tp_tracefs::guard::{Action, Guard};
 use tp_tracefs::process::{self, GatedChild, Signals};
 
 /// Data pages per CPU ring (4 MiB): a tracepoint sampled on every hit at ~2 million/s
@@ -37,7 +38,7 @@ const RING_PAGES: usize = 1024;
 /// perf record's default frequency for events that are not tracepoints or breakpoints.
 const DEFAULT_FREQ: u64 = 4000;
 /// The output's buffer: records reach the file in writes of this size.
-const OUT_BUFFER: usize = 1 << 20;
+pub(super) const OUT_BUFFER: usize = 1 << 20;
 
 /// The perf door's options of `tp record`.
 #[derive(clap::Args, Debug, Default)]
@@ -139,6 +140,8 @@ pub struct Request<'a> {
     pub all: bool,
     pub duration: Option<Duration>,
     pub quiet: bool,
+    /// Uprobes defined for this recording (`-e sdt_P:N`): the guard removes them if tp dies.
+    pub probes: &'a [tp_tracefs::Uprobe],
 }
 
 /// What each sample carries of its stack. `:u`/`:k` keep the user's / the kernel's part
@@ -375,6 +378,31 @@ pub fn run(req: Request<'_>) -> Result<i32> {
             ring_pages(req.opts) * 4
         );
     }
+    // The guard: a fork holding the events and the file from here on, which finishes the
+    // file if tp dies (SIGKILL included) and then removes the recording's probes.
+    if let Err(e) = w.flush() {
+        failed.get_or_insert(e);
+    }
+    let (mut slot, mut pending_slot) = (Some(w), Some(pending));
+    let mut guard = Guard::spawn_holding(|| {
+        super::perf_guard::hold(super::perf_guard::Held {
+            out_path: &out_path,
+            writer: &mut slot,
+            pending: &mut pending_slot,
+            counters: &mut counters,
+            owners: &owners,
+            ring_pages: ring_pages(req.opts),
+            dsos: &mut dsos,
+            tfs: tfs.as_ref(),
+            events: &evs,
+        })
+    })?;
+    let mut w = slot.take().context("the writer")?;
+    let pending = pending_slot.take().context("the output")?;
+    for p in req.probes {
+        let tracefs = tp_tracefs::Tracefs::discover()?.root().to_path_buf();
+        guard.register(&Action::Uprobe { tracefs, name: format!("{}/{}", p.group, p.event) })?;
+    }
     if child.is_none() || req.all {
         for c in &counters {
             c.enable()?;
@@ -387,17 +415,23 @@ pub fn run(req: Request<'_>) -> Result<i32> {
 
     let mut status = 0;
     let mut exited = false;
-    // Records go to the file until a write fails; after that they are only counted.
+    // Records go to the file until a write fails; after that they are only counted. A
+    // ring's space goes back to the kernel once its records are in the file: if tp dies,
+    // the guard finds each record in one of them.
     let mut drain =
         |rings: &mut Vec<(u32, Ring)>, w: &mut Writer<_>, failed: &mut Option<pd::Error>| {
             for (_, r) in rings.iter_mut() {
-                r.read(|rec| match failed {
+                r.read_held(|rec| match failed {
                     Some(_) => w.skip_raw(rec),
                     None => {
                         dsos.note_record(rec);
                         *failed = w.write_raw(rec).err();
                     }
                 });
+                if failed.is_none() {
+                    *failed = w.flush().err();
+                }
+                r.release();
             }
             if failed.is_none() {
                 *failed = w.finished_round().err();
@@ -470,6 +504,8 @@ pub fn run(req: Request<'_>) -> Result<i32> {
         .finish(&features, tracing.as_deref())
         .with_context(|| format!("writing {}", out_path.display()))?;
     pending.commit()?;
+    // The file is whole and in place: the guard and its copies of the events go.
+    guard.disarm();
     if failed.is_some() {
         let unwritten = recorded.samples - stats.samples;
         let waiting = match (&child, exited) {
@@ -613,7 +649,7 @@ fn synthesize_task<W: std::io::Write + std::io::Seek>(
     Ok(())
 }
 
-fn features(tfs: Option<&tp_tracefs::Tracefs>) -> Features {
+pub(super) fn features(tfs: Option<&tp_tracefs::Tracefs>) -> Features {
     let uname = tfs.and_then(|t| t.uname().ok());
     let hostname =
         std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string());
@@ -636,7 +672,7 @@ fn features(tfs: Option<&tp_tracefs::Tracefs>) -> Features {
 
 /// TRACING_DATA: the formats of the recorded tracepoints (and tables), as trace.dat's
 /// leading part, so perf script and tp report render their raw records.
-fn tracing_data(tfs: &tp_tracefs::Tracefs, evs: &[Event]) -> Result<Vec<u8>> {
+pub(super) fn tracing_data(tfs: &tp_tracefs::Tracefs, evs: &[Event]) -> Result<Vec<u8>> {
     use tp_format::tracedat as td;
     let hp_text = tfs.header_page_text()?;
     let hp = tp_format::header::HeaderPage::parse(&hp_text)

@@ -170,6 +170,9 @@ impl<R: Read + Seek> PerfData<R> {
                 "the file has no events".into(),
             ));
         }
+        if self.data_size == 0 && bitmap.iter().all(|&b| b == 0) {
+            self.unfinished(attrs_at + attrs_size)?;
+        }
 
         // Features: their table follows the data section.
         let present: Vec<u32> = (0..features::id::BITS)
@@ -198,6 +201,32 @@ impl<R: Read + Seek> PerfData<R> {
             }
             self.features.event_desc.push(d);
         }
+        Ok(())
+    }
+
+    /// A header whose data size and features were never written: the writer died before
+    /// finishing the file (perf record and tp write them last). The records are from the
+    /// data offset (or, when that is 0 too, right after the attrs) to the file's end; a file
+    /// without any is an error, not an empty recording.
+    fn unfinished(&mut self, attrs_end: u64) -> Result<(), Error> {
+        if self.data_offset == 0 {
+            self.data_offset = attrs_end;
+        }
+        let Some(size) = self.input.len.checked_sub(self.data_offset).filter(|&n| n > 0) else {
+            return Err(Error::perfdata_invalid(
+                48,
+                "file header",
+                "the recording was not finished (data size 0) and wrote no records: nothing to read".into(),
+            ));
+        };
+        self.data_size = size;
+        self.warnings.push(Error::perfdata_invalid(
+            48,
+            "file header",
+            format!(
+                "the recording was not finished (data size 0, no features): reading the {size} bytes of records up to the file's end; event names and formats are missing"
+            ),
+        ));
         Ok(())
     }
 

@@ -195,6 +195,9 @@ impl<W: Write + Seek> Writer<W> {
         h.extend_from_slice(&(SIZE_WRITTEN as u64 + 16).to_le_bytes());
         h.extend_from_slice(&attrs_at.to_le_bytes());
         h.extend_from_slice(&(w.data_start - attrs_at).to_le_bytes());
+        // Where the data starts, its size 0 until `finish` (as perf record writes it): a
+        // file whose writer died reads as unfinished, its records from here on.
+        h.extend_from_slice(&w.data_start.to_le_bytes());
         w.patch(0, &h)?;
         Ok(w)
     }
@@ -345,11 +348,62 @@ impl<W: Write + Seek> Writer<W> {
         if self.rounds.len() > 1 && self.rounds.back().is_some_and(|r| r.0 == before) {
             self.rounds.pop_back();
         }
+        self.end_round();
+        Ok(())
+    }
+
+    /// A round ends here: remembered for [`Writer::cut_back`].
+    fn end_round(&mut self) {
         self.rounds.push_back((self.pos, self.stats));
         while self.rounds.len() > 1 && self.rounds[0].0 + ROUNDS_KEPT_BYTES < self.pos {
             self.rounds.pop_front();
         }
-        Ok(())
+    }
+
+    /// Take over a file that a copy of this writer went on writing and could not finish (a
+    /// process that died; the perf door's guard is a fork of tp): `written` holds the file's
+    /// bytes from this writer's end ([`WriteStats::bytes`] of [`Writer::stats`]) on, in
+    /// pieces. Its whole records count as written here, each handed to `each`; returns the
+    /// bytes they take. A record cut short is not taken: give it again with what follows,
+    /// or (at the file's end) truncate the file at the new end before writing on.
+    pub fn adopt(&mut self, written: &[u8], mut each: impl FnMut(&[u8])) -> usize {
+        let mut p = 0;
+        while written.len() - p >= 8 {
+            let size = super::u16_at(written, p + 6) as usize;
+            if size < 8 || size > written.len() - p {
+                break;
+            }
+            let rec = &written[p..p + size];
+            self.count_all(rec);
+            self.pos += size as u64;
+            if super::u32_at(rec, 0) == kind::FINISHED_ROUND {
+                self.end_round();
+            }
+            each(rec);
+            p += size;
+        }
+        p
+    }
+
+    /// After [`Writer::adopt`]: `reset` gets the output and the writer's end and returns it
+    /// ready to write there (a `BufWriter<File>` with an empty buffer: the file truncated
+    /// there, its offset moved there).
+    pub fn reopen(
+        mut self,
+        reset: impl FnOnce(W, u64) -> std::io::Result<W>,
+    ) -> Result<Self, Error> {
+        let end = self.pos;
+        self.out = reset(self.out, end)
+            .map_err(|e| Error::perfdata(end, "taking perf.data over", ErrorKind::Io(e)))?;
+        Ok(self)
+    }
+
+    /// Push what the output buffers to the file (e.g. before a process that may die hands
+    /// the space of the records back to the kernel).
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.out
+            .flush()
+            .map_err(|e| Error::perfdata(self.pos, "writing perf.data", ErrorKind::Io(e)))
     }
 
     /// The output (e.g. to find how much of the file reached the disk).
@@ -534,5 +588,93 @@ mod tests {
         let attrs = vec![WriterAttr { attr: EventAttr::default(), ids: vec![1], name: "x".into() }];
         let w = Writer::new(Cursor::new(Vec::new()), attrs).unwrap();
         assert!(w.cut_back(100, 0, truncate).is_err());
+    }
+
+    fn clock_writer() -> Writer<Cursor<Vec<u8>>> {
+        let attr = EventAttr {
+            type_: 1,
+            sample_period: 1,
+            sample_type: sample::IP | sample::TID | sample::TIME,
+            ..Default::default()
+        };
+        let attrs = vec![WriterAttr { attr, ids: vec![7], name: "cpu-clock".into() }];
+        Writer::new(Cursor::new(Vec::new()), attrs).unwrap()
+    }
+
+    fn sample_at(t: u64) -> Record<'static> {
+        Record::Sample(Sample {
+            ip: Some(0x1000),
+            pid: Some(1),
+            tid: Some(1),
+            time: Some(t),
+            ..Default::default()
+        })
+    }
+
+    fn sample_times(bytes: Vec<u8>) -> (Vec<u64>, Vec<String>) {
+        let d = PerfData::open(Cursor::new(bytes)).unwrap();
+        let warnings = d.warnings.iter().map(|w| w.to_string()).collect();
+        let mut r = d.records(true).unwrap();
+        let mut times = Vec::new();
+        while let Some(item) = r.next() {
+            if let Record::Sample(s) = item.unwrap().parse().unwrap() {
+                times.push(s.time.unwrap());
+            }
+        }
+        (times, warnings)
+    }
+
+    /// A writer that died before `finish` leaves data size 0 and no features: the reader
+    /// takes the records up to the file's end and says the file was not finished; a file
+    /// without records is an error, not an empty recording.
+    #[test]
+    fn an_unfinished_file_reads_to_its_end_and_one_without_records_is_an_error() {
+        let mut w = clock_writer();
+        let header_only = w.get_ref().get_ref().clone();
+        let e = PerfData::open(Cursor::new(header_only)).unwrap_err().to_string();
+        assert!(e.contains("not finished") && e.contains("no records"), "{e}");
+        for t in 0..5 {
+            w.write(0, &sample_at(t)).unwrap();
+        }
+        w.finished_round().unwrap();
+        w.write(0, &sample_at(5)).unwrap();
+        let (times, warnings) = sample_times(w.get_ref().get_ref().clone());
+        assert_eq!(times, (0..6).collect::<Vec<u64>>());
+        assert!(warnings.len() == 1 && warnings[0].contains("not finished"), "{warnings:?}");
+    }
+
+    /// A copy of the writer (the guard, forked) takes over what the other one wrote until
+    /// it died, a record cut short at the end dropped, and finishes the file.
+    #[test]
+    fn adopt_takes_over_a_dead_copy_s_records_and_finishes_the_file() {
+        let (mut dead, mut guard) = (clock_writer(), clock_writer());
+        let forked_at = dead.stats().bytes as usize;
+        for t in 0..7 {
+            dead.write(0, &sample_at(t)).unwrap();
+            if t % 3 == 2 {
+                dead.finished_round().unwrap();
+            }
+        }
+        let mut file = dead.get_ref().get_ref().clone();
+        let whole = file.len();
+        file.extend_from_within(forked_at..forked_at + 20); // cut by the death
+        let mut seen = 0;
+        let taken = guard.adopt(&file[forked_at..], |_| seen += 1);
+        assert_eq!((forked_at + taken, seen), (whole, 9));
+        assert_eq!(guard.stats().samples, 7);
+        let guard = guard
+            .reopen(|_, at| {
+                let mut c = Cursor::new(file[..at as usize].to_vec());
+                c.set_position(at);
+                Ok(c)
+            })
+            .unwrap();
+        let mut guard = guard;
+        guard.write(0, &sample_at(7)).unwrap();
+        let (out, stats) = guard.finish(&Features::default(), None).unwrap();
+        assert_eq!(stats.samples, 8);
+        let (times, warnings) = sample_times(out.into_inner());
+        assert_eq!(times, (0..8).collect::<Vec<u64>>());
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 }
