@@ -1038,8 +1038,8 @@ fn kernel_line(l: &str) -> Option<(u32, String, i32, String, f64, String)> {
 /// threads as the task, which tp's buffer leaves out. Names are looked up in
 /// `saved_cmdlines` when each reader reads, so both readers print the name a task has at
 /// that moment: a rename (here a write to `/proc/PID/comm` and two execs) races with the
-/// readers only for lines within moments of it; the lines after (0.3 s later) must carry the
-/// new name in both.
+/// readers, by as long as a reader lags on a loaded machine; tp's name must be one the
+/// kernel's text gives that task. The exit (0.3 s after the last exec) carries the new name.
 #[test]
 fn stream_prints_what_trace_pipe_prints() {
     use std::os::unix::fs::OpenOptionsExt;
@@ -1094,7 +1094,7 @@ fn stream_prints_what_trace_pipe_prints() {
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
     let t0 = Instant::now();
     while read("set_event_notrace_pid").trim().is_empty() || read("tracing_on").trim() != "1" {
-        assert!(t0.elapsed() < Duration::from_secs(20), "tp stream did not start");
+        assert!(t0.elapsed() < Duration::from_secs(120), "tp stream did not start");
         std::thread::sleep(Duration::from_millis(2));
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1145,9 +1145,17 @@ fn stream_prints_what_trace_pipe_prints() {
             .map(|l| kernel_line(l).unwrap_or_else(|| panic!("not a line: {l:?}")))
             .collect()
     };
-    let ours = parse(&ours);
+    // tp's buffers leave out any `tp-recorder` thread (the drain thread of a program using
+    // crate tp): its events and the switches into and out of it. Other processes' recorder
+    // threads run beside the workload on a busy machine; their lines are left out of both.
+    let recorder = |l: &(u32, String, i32, String, f64, String)| {
+        l.1 == "tp-recorder"
+            || (l.5.starts_with("sched_switch:") && l.5.contains("comm=tp-recorder "))
+    };
+    let ours: Vec<_> = parse(&ours).into_iter().filter(|l| !recorder(l)).collect();
     // The kernel's, without the lines of tp's own thread (tp's buffer leaves those out).
-    let kernel: Vec<_> = parse(&kernel).into_iter().filter(|l| l.2 != tp_pid).collect();
+    let kernel: Vec<_> =
+        parse(&kernel).into_iter().filter(|l| l.2 != tp_pid && !recorder(l)).collect();
     assert!(ours.iter().all(|l| l.2 != tp_pid), "tp's own thread {tp_pid} in its output");
     assert!(kernel.len() > 50, "only {} lines from trace_pipe:\n{kernel:?}", kernel.len());
     // Rename points: exec, comm writes, forks, and a task's first line (its name reaches
@@ -1169,47 +1177,55 @@ fn stream_prints_what_trace_pipe_prints() {
     }
     let near_rename =
         |pid: i32, ts: f64| renames.iter().any(|&(p, t)| p == pid && (t - ts).abs() < 0.1);
-    // Per CPU, the same events: as multisets, since an interrupt that comes between the
-    // two buffers' writes of one event puts its own events on either side of it.
+    // The names the kernel's text gives each task: a reader starved on a loaded machine reads
+    // a line long after it was written, under the task's later name.
+    let mut names: std::collections::HashMap<i32, Vec<&str>> = Default::default();
+    for l in &kernel {
+        names.entry(l.2).or_default().push(&l.1);
+    }
+    // Over all CPUs, the same events, as multisets: the syscall tracepoints run their
+    // probes preemptible (one per buffer), so the task may move to another CPU between the
+    // two buffers' writes of one event, and an interrupt coming between them puts its own
+    // events on either side of it. For the same reason the need-resched flag (the second)
+    // may be set in one write and not the other.
     type Line = (u32, String, i32, String, f64, String);
-    let key = |l: &Line| format!("{} {} {}", l.2, l.3, l.5);
-    for cpu in 0..64 {
-        let a: Vec<&Line> = ours.iter().filter(|l| l.0 == cpu).collect();
-        let b: Vec<&Line> = kernel.iter().filter(|l| l.0 == cpu).collect();
-        let mut ka: Vec<String> = a.iter().map(|l| key(l)).collect();
-        let mut kb: Vec<String> = b.iter().map(|l| key(l)).collect();
-        ka.sort();
-        kb.sort();
-        if let Some(i) = (0..ka.len().max(kb.len())).find(|&i| ka.get(i) != kb.get(i)) {
-            panic!(
-                "CPU {cpu}: tp stream ({} lines) and trace_pipe ({} lines) differ (sorted, line {i}):\n  tp:     {:?}\n  kernel: {:?}\ntp's stderr: {err}",
-                ka.len(),
-                kb.len(),
-                ka.get(i),
-                kb.get(i)
-            );
-        }
-        // The k-th line with a key in one is the k-th with that key in the other.
-        let mut seen: std::collections::HashMap<String, Vec<&Line>> = Default::default();
-        for l in &b {
-            seen.entry(key(l)).or_default().push(l);
-        }
-        for v in seen.values_mut() {
-            v.reverse();
-        }
-        for x in &a {
-            let y = seen.get_mut(&key(x)).and_then(|v| v.pop()).unwrap();
-            assert!(
-                x.1 == y.1 || near_rename(y.2, y.4),
-                "CPU {cpu}: tp says {}-{} where trace_pipe says {}-{} ({}, {} s, no rename of it within 0.1 s)",
-                x.1,
-                x.2,
-                y.1,
-                y.2,
-                y.5,
-                y.4
-            );
-        }
+    let key = |l: &Line| {
+        let flags: String =
+            l.3.chars().enumerate().map(|(i, c)| if i == 1 { '_' } else { c }).collect();
+        format!("{} {} {}", l.2, flags, l.5)
+    };
+    let mut ka: Vec<String> = ours.iter().map(key).collect();
+    let mut kb: Vec<String> = kernel.iter().map(key).collect();
+    ka.sort();
+    kb.sort();
+    if let Some(i) = (0..ka.len().max(kb.len())).find(|&i| ka.get(i) != kb.get(i)) {
+        panic!(
+            "tp stream ({} lines) and trace_pipe ({} lines) differ (sorted, line {i}):\n  tp:     {:?}\n  kernel: {:?}\ntp's stderr: {err}",
+            ka.len(),
+            kb.len(),
+            ka.get(i),
+            kb.get(i)
+        );
+    }
+    // The k-th line with a key in one is the k-th with that key in the other (a task's own
+    // lines are in time order in both).
+    let mut seen: std::collections::HashMap<String, Vec<&Line>> = Default::default();
+    for l in kernel.iter().rev() {
+        seen.entry(key(l)).or_default().push(l);
+    }
+    for x in &ours {
+        let y = seen.get_mut(&key(x)).and_then(|v| v.pop()).unwrap();
+        let a_name_of_it = names.get(&y.2).is_some_and(|n| n.contains(&x.1.as_str()));
+        assert!(
+            x.1 == y.1 || near_rename(y.2, y.4) || a_name_of_it,
+            "tp says {}-{} where trace_pipe says {}-{} ({}, {} s, no rename of it within 0.1 s, and not a name trace_pipe gives it)",
+            x.1,
+            x.2,
+            y.1,
+            y.2,
+            y.5,
+            y.4
+        );
     }
     // After the last exec and 0.3 s of sleep, the exit carries the new name.
     let exit = ours
