@@ -671,10 +671,14 @@ fn mappings_of(v: &Value) -> BTreeMap<String, u64> {
 }
 
 /// [`FAULTS_PROG`]'s own faults are among `mappings`: 64 written anonymous pages, and its
-/// data file's (the kernel maps up to 16 pages around each read fault: fewer than 32).
+/// data file's 32 read pages in 1 to 32 faults. How many depends on the page cache, not on
+/// tp: a read fault maps the pages around it that are cached (up to `fault_around_bytes`,
+/// or a whole large folio, which ext4 now uses for a file written in one go), and a page
+/// still being written back or reclaimed faults on its own.
 fn workload_faults_are_there(mappings: &BTreeMap<String, u64>, data: &Path) {
     assert!(mappings["[anon]"] >= 64, "{mappings:?}");
-    assert!(mappings.get(data.to_str().unwrap()).is_some_and(|&n| n >= 2), "{mappings:?}");
+    let in_data = mappings.get(data.to_str().unwrap()).copied().unwrap_or(0);
+    assert!((1..=32).contains(&in_data), "{in_data} faults in the data file: {mappings:?}");
 }
 
 /// `tp faults -i perf.data` of perf_event_open's major-faults/minor-faults (every fault,
