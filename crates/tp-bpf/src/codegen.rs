@@ -1205,25 +1205,7 @@ impl<'g> Gen<'g> {
                 }
                 self.emit(insn::ldx(DW, R0, FP, slot));
             }
-            ExprKind::Map { name, keys } => {
-                let m = self.g.user_map(name, e.pos)?.clone();
-                let key = self.key(&m, keys, e.pos)?;
-                let end = self.label();
-                self.ld_map(R1, m.map as u32);
-                self.addr(R2, key);
-                self.emit(insn::call(helper::MAP_LOOKUP_ELEM));
-                self.jump(insn::jmp_imm(insn::JEQ, R0, 0, 0), end);
-                match m.value {
-                    MapValue::Agg(Agg::Avg) => {
-                        self.emit(insn::ldx(DW, R1, R0, 0));
-                        self.emit(insn::ldx(DW, R2, R0, 8));
-                        self.emit(insn::alu(insn::DIV, R1, R2));
-                        self.emit(insn::mov(R0, R1));
-                    }
-                    _ => self.emit(insn::ldx(DW, R0, R0, 0)),
-                }
-                self.bind(end);
-            }
+            ExprKind::Map { name, keys } => self.map_int(name, keys, e.pos)?,
             ExprKind::Field(base, name) => match &base.kind {
                 ExprKind::Builtin(b) if b == "args" => self.field_int(name, None, e.pos)?,
                 _ => {
@@ -1316,6 +1298,28 @@ impl<'g> Gen<'g> {
         if !ty.is_int() && !matches!(ty, Ty::Ksym | Ty::Usym) {
             return Err(Error::semantic(e.pos, format!("a {} is not an integer", ty.name())));
         }
+        Ok(())
+    }
+
+    /// r0 = the value of `@name[keys]` (an average's sum over its count), 0 when absent.
+    fn map_int(&mut self, name: &str, keys: &[Expr], pos: Pos) -> Result<()> {
+        let m = self.g.user_map(name, pos)?.clone();
+        let key = self.key(&m, keys, pos)?;
+        let end = self.label();
+        self.ld_map(R1, m.map as u32);
+        self.addr(R2, key);
+        self.emit(insn::call(helper::MAP_LOOKUP_ELEM));
+        self.jump(insn::jmp_imm(insn::JEQ, R0, 0, 0), end);
+        match m.value {
+            MapValue::Agg(Agg::Avg) => {
+                self.emit(insn::ldx(DW, R1, R0, 0));
+                self.emit(insn::ldx(DW, R2, R0, 8));
+                self.emit(insn::alu(insn::DIV, R1, R2));
+                self.emit(insn::mov(R0, R1));
+            }
+            _ => self.emit(insn::ldx(DW, R0, R0, 0)),
+        }
+        self.bind(end);
         Ok(())
     }
 
