@@ -399,9 +399,9 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     })?;
     let mut w = slot.take().context("the writer")?;
     let pending = pending_slot.take().context("the output")?;
-    for p in req.probes {
+    if !req.probes.is_empty() {
         let tracefs = tp_tracefs::Tracefs::discover()?.root().to_path_buf();
-        guard.register(&Action::Uprobe { tracefs, name: format!("{}/{}", p.group, p.event) })?;
+        guard.register(&Action::Probes { tracefs })?;
     }
     if child.is_none() || req.all {
         for c in &counters {
