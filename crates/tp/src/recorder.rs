@@ -267,7 +267,7 @@ fn spool_dir(path: &Path) -> PathBuf {
 /// listens): the event ID in `id`, a `len`-byte record that `write` fills.
 #[inline(always)]
 pub(crate) fn record_only<W: Fn(&mut RecordWriter, Common)>(id: &AtomicU16, len: usize, write: W) {
-    if !record_fast(id, len, &write) {
+    if !record_fast(id, len, &write, true) {
         record_slow(id, len, write);
     }
 }
@@ -307,12 +307,17 @@ pub(crate) fn record<W: Fn(&mut RecordWriter, Common)>(
 /// [`record`] with no call at all, so the common case compiles to straight-line code with
 /// no registers to save: returns false, having written nothing (`write` not called),
 /// whenever something needs a call (the thread's first event, a new page, a time extend, a
-/// nested section, a clock other than the TSC); the caller then takes the full path.
+/// nested section, a clock other than the TSC); the caller then takes the full path. With
+/// `drop_when_full`, an event that finds the ring still full is dropped here, which may
+/// call a function (see [`PageRing::reserve_fast`]); without, it takes the full path.
+///
+/// [`PageRing::reserve_fast`]: crate::ring::PageRing::reserve_fast
 #[inline(always)]
 pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
     id: &AtomicU16,
     len: usize,
     write: &W,
+    drop_when_full: bool,
 ) -> bool {
     // Read the clock first: its latency overlaps the bookkeeping below. It is the raw clock
     // whenever the reading is used: the recording context is set only when the clock is the
@@ -328,10 +333,11 @@ pub(crate) fn record_fast<W: Fn(&mut RecordWriter, Common)>(
     let Some(slot) = ctx.reader.enter_light() else { return false };
     let mut done = false;
     if ctx.rec_gen.get() == GENERATION.load(Ordering::Acquire) {
+        let (ring, tid) = (ctx.rec.get(), ctx.cached_tid());
         // SAFETY: the ring of the current generation lives until the recording is finished,
         // which waits for this read section to end; this thread is its only producer. The
         // tid was cached when the thread got its ring (`attach`).
-        done = unsafe { (*ctx.rec.get()).write_fast(len, raw_ts, id, ctx.cached_tid(), write) };
+        done = unsafe { (*ring).write_fast(len, raw_ts, id, tid, write, drop_when_full) };
     }
     ctx::exit_read_section(slot);
     done

@@ -161,7 +161,7 @@ impl PageRing {
     #[inline(always)]
     pub unsafe fn reserve(&self, len: usize, ts: u64) -> Option<*mut u8> {
         // SAFETY: forwarded contract.
-        match unsafe { self.reserve_fast(len, ts) } {
+        match unsafe { self.reserve_fast(len, ts, true) } {
             Fast::Reserved(dst) => Some(dst),
             Fast::Dropped => None,
             Fast::Slow => {
@@ -174,14 +174,15 @@ impl PageRing {
         }
     }
 
-    /// [`PageRing::reserve`] for the common cases only, with no call: the event fits the
-    /// current page, or the ring is still full (the event is dropped and counted). `Slow`
-    /// when it needs a time extend or a new page; nothing was reserved then.
+    /// [`PageRing::reserve`] for the common cases only: the event fits the current page, or
+    /// (if `drop_when_full`) the ring is still full (the event is dropped and counted; that
+    /// test may call a function). `Slow` when it needs a time extend or a new page; nothing
+    /// was reserved then. With `drop_when_full` false it makes no call at all.
     ///
     /// # Safety
     /// As for [`PageRing::reserve`].
     #[inline(always)]
-    pub unsafe fn reserve_fast(&self, len: usize, ts: u64) -> Fast {
+    pub unsafe fn reserve_fast(&self, len: usize, ts: u64, drop_when_full: bool) -> Fast {
         // SAFETY: producer-only state (see the function's contract).
         let p = unsafe { &mut *self.prod.get() };
         let data_len = (len + 3) & !3;
@@ -199,7 +200,7 @@ impl PageRing {
         }
         // No current page because the ring was full: while it still is, dropping costs no
         // more than recording (a full ring is exactly when events come fastest).
-        if p.page.is_none() && p.pending_lost > 0 && !self.has_room(p) {
+        if drop_when_full && p.page.is_none() && p.pending_lost > 0 && !self.has_room(p) {
             self.count_drop(p);
             return Fast::Dropped;
         }
@@ -452,8 +453,9 @@ impl Ring {
         Some(dst)
     }
 
-    /// [`Ring::write`] when it needs no call; false, having done nothing, when it does (a
-    /// new page, a time extend). True when the record was written or dropped and counted.
+    /// [`Ring::write`] when it needs no call (see [`PageRing::reserve_fast`] for
+    /// `drop_when_full`); false, having done nothing, when it does (a new page, a time
+    /// extend). True when the record was written or dropped and counted.
     ///
     /// # Safety
     /// As [`Ring::write`].
@@ -465,9 +467,10 @@ impl Ring {
         id: &AtomicU16,
         pid: i32,
         write: &W,
+        drop_when_full: bool,
     ) -> bool {
         // SAFETY: per the contract.
-        match unsafe { self.pages.reserve_fast(len, ts) } {
+        match unsafe { self.pages.reserve_fast(len, ts, drop_when_full) } {
             Fast::Reserved(dst) => {
                 // SAFETY: `reserve_fast` gave `len` writable bytes at `dst`.
                 unsafe { fill(dst, len, id, pid, write) };

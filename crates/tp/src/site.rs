@@ -470,14 +470,16 @@ pub const RECORD_ONLY_GATE: u32 = (RECORD as u32) << 16;
 /// `trace_event!`'s path when the gate is [`RECORD_ONLY_GATE`], for records of a fixed
 /// `len`: straight-line code with no call. `write` computes the values and writes them; it
 /// is called only when room was reserved. False, with nothing done, when the event needs
-/// the full path (then the caller fires it there, computing the values once).
+/// the full path (then the caller fires it there, computing the values once), which is also
+/// where an event that finds the ring full is dropped: the test for that may call a
+/// function, and a call here would make every event save and restore registers.
 #[inline(always)]
 pub fn record_fast<W: Fn(&mut RecordWriter, Common)>(
     site: &'static Site,
     len: usize,
     write: W,
 ) -> bool {
-    crate::recorder::record_fast(&site.id, len, &write)
+    crate::recorder::record_fast(&site.id, len, &write, false)
 }
 
 /// Probes and sinks (and the recorder, when on): `args` points at the site's argument tuple,
