@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::ast::*;
 use crate::error::{Error, Result};
-use crate::insn::{self, helper, Insn, B, DW, FP, H, R0, R1, R2, R3, R4, R5, R6, W};
+use crate::insn::{self, helper, Insn, B, DW, FP, H, R0, R1, R2, R3, R4, R5, R6, R7, W};
 use crate::probes::{Attach, Kind};
 use crate::types::*;
 use crate::typing::{FieldAccess, MapTypes, Typer};
@@ -110,6 +110,14 @@ pub const STACK_DEPTH: u32 = 127;
 
 const STACK_LIMIT: i32 = 512;
 
+/// Slots of a keyed count's per-CPU cache (a power of two): a direct-mapped cache indexed by
+/// a multiplicative hash of the key. A hit is an inlined array lookup, a compare and an add
+/// where the hash map costs a helper call hashing the key (jhash) and walking a bucket; a
+/// miss writes the slot's count back into the hash and takes the slot.
+pub const CACHE_SLOTS: u32 = 256;
+/// Keys longer than this (bytes) are not cached: comparing them would cost what the hash does.
+const CACHE_KEY_MAX: usize = 32;
+
 /// Program-wide state shared by every probe's code generation.
 struct Globals {
     maps: Vec<MapDef>,
@@ -178,10 +186,29 @@ fn map_def(m: &UserMap) -> MapDef {
 pub fn compile(prog: &Program, attaches: &[Vec<Attach>], opts: &Options) -> Result<Compiled> {
     let firsts: Vec<&Attach> = attaches.iter().map(|a| &a[0]).collect();
     let mut user = crate::typing::map_types(prog, &firsts)?;
+    let deleted = deleted_maps(prog);
     let mut maps = Vec::new();
     for m in &mut user.maps {
         m.map = maps.len();
         maps.push(map_def(m));
+    }
+    for m in &mut user.maps {
+        // A delete() in a program could not reach the other CPUs' slots.
+        let ks = m.key_size();
+        if m.value == MapValue::Agg(Agg::Count)
+            && ks > 0
+            && ks <= CACHE_KEY_MAX
+            && !deleted.contains(&m.name)
+        {
+            m.cache = Some(maps.len());
+            maps.push(MapDef {
+                name: format!(".cache@{}", m.name),
+                kind: MapKind::PercpuArray,
+                key_size: 4,
+                value_size: ks as u32 + 8,
+                max_entries: CACHE_SLOTS,
+            });
+        }
     }
     let mut g = Globals {
         maps,
@@ -226,6 +253,23 @@ pub fn compile(prog: &Program, attaches: &[Vec<Attach>], opts: &Options) -> Resu
         perf_map: g.perf_map,
         stack_map: g.stack_map,
     })
+}
+
+/// The maps a program deletes elements of.
+fn deleted_maps(prog: &Program) -> Vec<String> {
+    let mut names = Vec::new();
+    for s in prog.probes.iter().flat_map(|p| &p.body) {
+        visit_stmt(s, &mut |e| {
+            if let ExprKind::Call(f, args) = &e.kind {
+                if let (true, Some(ExprKind::Map { name, .. })) =
+                    (f == "delete", args.first().map(|a| &a.kind))
+                {
+                    names.push(name.clone());
+                }
+            }
+        });
+    }
+    names
 }
 
 /// A tracepoint can be attached raw (no record built) when every `args` field the probe
@@ -759,6 +803,9 @@ impl<'g> Gen<'g> {
         } else {
             self.key(m, keys, pos)?
         };
+        if let Some(cache) = m.cache {
+            return self.cached_count(m, cache, key, pos);
+        }
         let (insert, done) = (self.label(), self.label());
         self.ld_map(R1, m.map as u32);
         self.addr(R2, key);
@@ -815,6 +862,69 @@ impl<'g> Gen<'g> {
         self.addr(R3, v);
         self.emit(insn::mov_imm(R4, 0));
         self.emit(insn::call(helper::MAP_UPDATE_ELEM));
+        self.bind(done);
+        Ok(())
+    }
+
+    /// `@m[key] = count()` through the map's per-CPU cache (the key at fp + key): the slot
+    /// of the key's hash; the same key there: add one; another: write its count into the
+    /// hash (added to the element, or inserted), then take the slot with a count of 1.
+    fn cached_count(&mut self, m: &UserMap, cache: usize, key: i16, pos: Pos) -> Result<()> {
+        let words = m.key_size() / 8;
+        let count = 8 * words as i16;
+        // h = (..((w0 * C) ^ w1) * C ..) * C; slot = the top bits of h.
+        self.emit2(insn::ld_imm64(R3, 0x9e37_79b9_7f4a_7c15));
+        self.emit(insn::mov_imm(R1, 0));
+        for i in 0..words as i16 {
+            self.emit(insn::ldx(DW, R2, FP, key + 8 * i));
+            self.emit(insn::alu(insn::XOR, R1, R2));
+            self.emit(insn::alu(insn::MUL, R1, R3));
+        }
+        self.emit(insn::alu_imm(insn::RSH, R1, 64 - CACHE_SLOTS.trailing_zeros() as i32));
+        let slot = self.alloc(8, pos)?;
+        self.emit(insn::stx(W, FP, R1, slot));
+        let (miss, take, done) = (self.label(), self.label(), self.label());
+        self.ld_map(R1, cache as u32);
+        self.addr(R2, slot);
+        self.emit(insn::call(helper::MAP_LOOKUP_ELEM));
+        self.jump(insn::jmp_imm(insn::JEQ, R0, 0, 0), done);
+        self.emit(insn::mov(R7, R0));
+        for i in 0..words as i16 {
+            self.emit(insn::ldx(DW, R1, R7, 8 * i));
+            self.emit(insn::ldx(DW, R2, FP, key + 8 * i));
+            self.jump(insn::jmp(insn::JNE, R1, R2, 0), miss);
+        }
+        self.emit(insn::ldx(DW, R1, R7, count));
+        self.emit(insn::alu_imm(insn::ADD, R1, 1));
+        self.emit(insn::stx(DW, R7, R1, count));
+        self.jump(insn::ja(0), done);
+        // Another key (or none: a zero count) holds the slot: its count goes to the hash.
+        self.bind(miss);
+        self.emit(insn::ldx(DW, R1, R7, count));
+        self.jump(insn::jmp_imm(insn::JEQ, R1, 0, 0), take);
+        let insert = self.label();
+        self.ld_map(R1, m.map as u32);
+        self.emit(insn::mov(R2, R7));
+        self.emit(insn::call(helper::MAP_LOOKUP_ELEM));
+        self.jump(insn::jmp_imm(insn::JEQ, R0, 0, 0), insert);
+        self.emit(insn::ldx(DW, R1, R0, 0));
+        self.emit(insn::ldx(DW, R2, R7, count));
+        self.emit(insn::alu(insn::ADD, R1, R2));
+        self.emit(insn::stx(DW, R0, R1, 0));
+        self.jump(insn::ja(0), take);
+        self.bind(insert);
+        self.ld_map(R1, m.map as u32);
+        self.emit(insn::mov(R2, R7));
+        self.emit(insn::mov(R3, R7));
+        self.emit(insn::alu_imm(insn::ADD, R3, count as i32));
+        self.emit(insn::mov_imm(R4, 0));
+        self.emit(insn::call(helper::MAP_UPDATE_ELEM));
+        self.bind(take);
+        for i in 0..words as i16 {
+            self.emit(insn::ldx(DW, R1, FP, key + 8 * i));
+            self.emit(insn::stx(DW, R7, R1, 8 * i));
+        }
+        self.emit(insn::st_imm(DW, R7, count, 1));
         self.bind(done);
         Ok(())
     }

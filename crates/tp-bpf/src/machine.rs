@@ -32,14 +32,50 @@ impl System {
         Ok(self.tracefs.as_ref().expect("just set"))
     }
 
-    /// Every tracepoint matching `sys:event` globs, as `tracepoint:SYS:EVENT` (for `-l`).
-    pub fn list(&mut self, glob: &str) -> Result<Vec<String>> {
-        let t = self.tracefs()?.clone();
-        let all = t.available_events().map_err(|e| Error::Machine(e.to_string()))?;
-        Ok(tp_tracefs::match_glob(&all, glob)
-            .into_iter()
-            .map(|e| format!("tracepoint:{}:{}", e.system, e.name))
-            .collect())
+    /// Every probe matching `KIND:REST` (globs in both; KIND `*` or missing: every kind), as
+    /// `-l` lists them: `tracepoint:SYS:EVENT`, `rawtracepoint:EVENT` (every tracepoint has
+    /// one), `software:NAME:`.
+    pub fn list(&mut self, pattern: &str) -> Result<Vec<String>> {
+        let (kind, rest) = pattern.split_once(':').unwrap_or(("*", pattern));
+        let kind = match kind {
+            "t" => "tracepoint",
+            "rt" => "rawtracepoint",
+            "s" => "software",
+            k => k,
+        };
+        let want = |k: &str| tp_format::glob::glob_match(kind, k);
+        let mut out = Vec::new();
+        if want("software") {
+            let name = rest.split(':').next().unwrap_or("*");
+            out.extend(
+                crate::probes::software_names()
+                    .filter(|n| tp_format::glob::glob_match(name, n))
+                    .map(|n| format!("software:{n}:")),
+            );
+        }
+        if want("tracepoint") || want("rawtracepoint") {
+            let t = self.tracefs()?.clone();
+            let all = t.available_events().map_err(|e| Error::Machine(e.to_string()))?;
+            if want("tracepoint") {
+                let glob = if rest.contains(':') { rest.to_string() } else { format!("{rest}:*") };
+                out.extend(
+                    tp_tracefs::match_glob(&all, &glob)
+                        .into_iter()
+                        .map(|e| format!("tracepoint:{}:{}", e.system, e.name)),
+                );
+            }
+            if want("rawtracepoint") {
+                let mut names: Vec<&str> = all
+                    .iter()
+                    .filter(|e| tp_format::glob::glob_match(rest, &e.name))
+                    .map(|e| e.name.as_str())
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                out.extend(names.into_iter().map(|n| format!("rawtracepoint:{n}")));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -253,9 +253,9 @@ fn agg_rows<'e>(agg: Agg, m: &UserMap, elems: &'e [Element]) -> Vec<(&'e [u8], T
             Total::Mean { count, .. } => *count > 0,
         })
         .collect();
-    // A map without keys lives in an array, which always has its element: a count or sum
-    // nothing was added to was never set.
-    if m.key.is_empty() && matches!(agg, Agg::Count | Agg::Sum) {
+    // A map without keys lives in an array, which always has its element: a sum nothing was
+    // added to was never set. A count without keys is printed even at 0, as bpftrace does.
+    if m.key.is_empty() && agg == Agg::Sum {
         rows.retain(|(_, t)| *t != Total::Int(Some(0)));
     }
     rows.sort_by(|a, b| a.0.cmp(b.0));
@@ -267,18 +267,27 @@ fn agg_rows<'e>(agg: Agg, m: &UserMap, elems: &'e [Element]) -> Vec<(&'e [u8], T
 }
 
 /// One map's text, as bpftrace prints it when the program ends or on `print(@m)`.
+/// A map without elements is an empty line (and avg's and stats' blank line after it).
 pub fn map_text(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
     let mut out = String::new();
     match &m.value {
         MapValue::Agg(agg) if agg.is_hist() => {
-            for (key, counts) in hist_rows(*agg, m, elems) {
+            let rows = hist_rows(*agg, m, elems);
+            if rows.is_empty() {
+                out.push('\n');
+            }
+            for (key, counts) in rows {
                 let _ = writeln!(out, "@{}{}: ", m.name, key_text(m, &key, n));
                 hist_text(*agg, &counts, &mut out);
                 out.push('\n');
             }
         }
         MapValue::Agg(agg) => {
-            for (key, t) in &agg_rows(*agg, m, elems) {
+            let rows = agg_rows(*agg, m, elems);
+            if rows.is_empty() {
+                out.push('\n');
+            }
+            for (key, t) in &rows {
                 let k = key_text(m, key, n);
                 let v = match (agg, t) {
                     (Agg::Count, Total::Int(Some(v))) => (*v as u64).to_string(),
@@ -296,6 +305,9 @@ pub fn map_text(m: &UserMap, elems: &[Element], n: &dyn Names) -> String {
         }
         MapValue::Plain(t) => {
             let ks = m.key_size();
+            if elems.is_empty() {
+                out.push('\n');
+            }
             let mut rows: Vec<&Element> = elems.iter().collect();
             if t.is_int() {
                 rows.sort_by(|a, b| a.key.cmp(&b.key));
@@ -448,7 +460,13 @@ mod tests {
     /// The same histograms bpftrace 0.17 printed (BEGIN { @h = hist(1); ... } above).
     #[test]
     fn hist_like_bpftrace() {
-        let m = UserMap { name: "h".into(), key: vec![], value: MapValue::Agg(Agg::Hist), map: 0 };
+        let m = UserMap {
+            name: "h".into(),
+            key: vec![],
+            value: MapValue::Agg(Agg::Hist),
+            map: 0,
+            cache: None,
+        };
         let text = map_text(&m, &hist_elems(&[1, 2, 2, 2, -5, 1 << 20], Agg::Hist), &NoNames);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "@h: ");
@@ -470,7 +488,8 @@ mod tests {
         );
         assert_eq!(lines[24], "");
         let l = Agg::Lhist { min: 0, max: 8192, step: 1024 };
-        let m = UserMap { name: "l".into(), key: vec![], value: MapValue::Agg(l), map: 0 };
+        let m =
+            UserMap { name: "l".into(), key: vec![], value: MapValue::Agg(l), map: 0, cache: None };
         let text = map_text(&m, &hist_elems(&[2048, 5000, -1, 9000], l), &NoNames);
         assert!(text.contains("\n[2K, 3K)               1 |"), "{text}");
         assert!(text.contains("\n[8K, ...)              1 |"), "{text}");
@@ -492,6 +511,7 @@ mod tests {
             key: vec![Ty::Str(16)],
             value: MapValue::Agg(Agg::Count),
             map: 0,
+            cache: None,
         };
         let e = |k: &str, per_cpu: &[u64]| Element {
             key: key(k),
@@ -506,8 +526,13 @@ mod tests {
 
     #[test]
     fn stats_and_avg_end_with_a_blank_line() {
-        let m =
-            UserMap { name: "s".into(), key: vec![INT], value: MapValue::Agg(Agg::Stats), map: 0 };
+        let m = UserMap {
+            name: "s".into(),
+            key: vec![INT],
+            value: MapValue::Agg(Agg::Stats),
+            map: 0,
+            cache: None,
+        };
         let v = |s: i64, c: u64| [s.to_le_bytes(), c.to_le_bytes()].concat();
         let e = |k: i64, s, c| Element { key: k.to_le_bytes().to_vec(), values: vec![v(s, c)] };
         assert_eq!(

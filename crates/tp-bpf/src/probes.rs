@@ -75,6 +75,11 @@ const SOFTWARE: [(&str, &str, u64, u64); 10] = [
     ("dummy", "", 9, 1),
 ];
 
+/// The software events' names, as `-l` lists them.
+pub fn software_names() -> impl Iterator<Item = &'static str> {
+    SOFTWARE.iter().map(|s| s.0)
+}
+
 fn unit_ns(spec: &str, unit: &str) -> Result<u64> {
     Ok(match unit {
         "s" => 1_000_000_000,

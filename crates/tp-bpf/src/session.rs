@@ -416,7 +416,45 @@ impl<'s> Session<'s> {
         each_element(fd, def.key_size as usize, &mut value, |k, v| {
             out.push(Element { key: k.to_vec(), values: split(v) })
         })?;
+        if let Some(c) = um.cache {
+            self.add_cached(c, &mut out)?;
+        }
         Ok(out)
+    }
+
+    /// Add the counts waiting in a keyed count's cache slots (each CPU's slot holds its own
+    /// key) to the elements read from its hash.
+    fn add_cached(&self, cache: usize, elems: &mut Vec<Element>) -> Result<()> {
+        let def = &self.compiled.maps[cache];
+        let per = align8(def.value_size as usize);
+        let ks = def.value_size as usize - 8;
+        let mut value = vec![0u8; per * self.cpus];
+        for i in 0..def.max_entries {
+            if !sys::map_lookup(self.maps[cache].as_fd(), &i.to_ne_bytes(), &mut value)? {
+                continue;
+            }
+            for (cpu, slot) in value.chunks(per).enumerate() {
+                let n = u64::from_ne_bytes(slot[ks..ks + 8].try_into().expect("8 bytes"));
+                if n == 0 {
+                    continue;
+                }
+                let key = &slot[..ks];
+                let at = match elems.iter().position(|e| e.key == key) {
+                    Some(at) => at,
+                    None => {
+                        elems.push(Element {
+                            key: key.to_vec(),
+                            values: vec![vec![0; 8]; self.cpus],
+                        });
+                        elems.len() - 1
+                    }
+                };
+                let v = &mut elems[at].values[cpu];
+                let sum = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes")) + n;
+                v[..8].copy_from_slice(&sum.to_ne_bytes());
+            }
+        }
+        Ok(())
     }
 
     fn clear_map(&self, i: usize, zero: bool) -> Result<()> {
@@ -431,7 +469,16 @@ impl<'s> Session<'s> {
             }
             return Ok(());
         }
-        for e in self.read_map(um)? {
+        // The cached counts first: zeroed, their keys stay, as the hash's do.
+        let elems = self.read_map(um)?;
+        if let Some(c) = um.cache {
+            let cdef = &self.compiled.maps[c];
+            let czeros = vec![0u8; align8(cdef.value_size as usize) * ncpu];
+            for k in 0..cdef.max_entries {
+                sys::map_update(self.maps[c].as_fd(), &k.to_ne_bytes(), &czeros)?;
+            }
+        }
+        for e in elems {
             if zero {
                 sys::map_update(fd, &e.key, &zeros)?;
             } else {

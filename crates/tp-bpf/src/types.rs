@@ -185,6 +185,10 @@ pub struct UserMap {
     pub value: MapValue,
     /// Its index among [`MapDef`]s.
     pub map: usize,
+    /// A keyed count's per-CPU cache in front of its hash (see `codegen::CACHE_SLOTS`): its
+    /// index among [`MapDef`]s. Each slot holds a key and that CPU's count not yet in the
+    /// hash; the map's elements are the hash's plus the slots'.
+    pub cache: Option<usize>,
 }
 
 impl UserMap {

@@ -379,7 +379,7 @@ fn merge(
     pos: Pos,
 ) -> Result<()> {
     let Some(m) = types.maps.iter_mut().find(|m| m.name == name) else {
-        types.maps.push(UserMap { name, key, value, map: 0 });
+        types.maps.push(UserMap { name, key, value, map: 0, cache: None });
         return Ok(());
     };
     let what = |m: &str| Error::semantic(pos, format!("@{name}: {m}"));

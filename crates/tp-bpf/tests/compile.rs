@@ -82,8 +82,10 @@ fn fake(src: &str) -> tp_bpf::Result<Compiled> {
 mod pure {
     use super::*;
 
-    /// The hot path of a comm-keyed count: the comm read once into the key, one lookup, the
-    /// value bumped in place; a raw tracepoint, since no field is read.
+    /// The hot path of a comm-keyed count: the comm read once into the key, its slot in the
+    /// per-CPU cache (an array the kernel inlines), the same key there: the count bumped in
+    /// place; another: its count written back into the hash, the slot taken. A raw
+    /// tracepoint, since no field is read.
     #[test]
     fn comm_count_instructions() {
         let c = fake("tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }").unwrap();
@@ -97,29 +99,70 @@ mod pure {
             "r1 += -16",
             "r2 = 16",
             "call get_current_comm#16",
-            "r1 = map[0]",
+            // The slot: a multiplicative hash of the key's two words, its top 8 bits.
+            "r3 = 0x9e3779b97f4a7c15 ll",
+            "r1 = 0",
+            "r2 = *(u64 *)(r10 -16)",
+            "r1 ^= r2",
+            "r1 *= r3",
+            "r2 = *(u64 *)(r10 -8)",
+            "r1 ^= r2",
+            "r1 *= r3",
+            "r1 >>= 56",
+            "*(u32 *)(r10 -24) = r1",
+            "r1 = map[1]",
             "r2 = r10",
-            "r2 += -16",
+            "r2 += -24",
             "call map_lookup_elem#1",
-            "if r0 == 0x0 goto pc+4",
-            "r1 = *(u64 *)(r0 +0)",
+            "if r0 == 0x0 goto pc+35",
+            "r7 = r0",
+            // The same key: count in place.
+            "r1 = *(u64 *)(r7 +0)",
+            "r2 = *(u64 *)(r10 -16)",
+            "if r1 != r2 goto pc+7",
+            "r1 = *(u64 *)(r7 +8)",
+            "r2 = *(u64 *)(r10 -8)",
+            "if r1 != r2 goto pc+4",
+            "r1 = *(u64 *)(r7 +16)",
             "r1 += 1",
-            "*(u64 *)(r0 +0) = r1",
-            "goto pc+9",
-            "*(u64 *)(r10 -24) = 1",
+            "*(u64 *)(r7 +16) = r1",
+            "goto pc+24",
+            // Another key with a count: added to the hash's element, or inserted.
+            "r1 = *(u64 *)(r7 +16)",
+            "if r1 == 0x0 goto pc+17",
             "r1 = map[0]",
-            "r2 = r10",
-            "r2 += -16",
-            "r3 = r10",
-            "r3 += -24",
+            "r2 = r7",
+            "call map_lookup_elem#1",
+            "if r0 == 0x0 goto pc+5",
+            "r1 = *(u64 *)(r0 +0)",
+            "r2 = *(u64 *)(r7 +16)",
+            "r1 += r2",
+            "*(u64 *)(r0 +0) = r1",
+            "goto pc+7",
+            "r1 = map[0]",
+            "r2 = r7",
+            "r3 = r7",
+            "r3 += 16",
             "r4 = 0",
             "call map_update_elem#2",
+            // The slot taken.
+            "r1 = *(u64 *)(r10 -16)",
+            "*(u64 *)(r7 +0) = r1",
+            "r1 = *(u64 *)(r10 -8)",
+            "*(u64 *)(r7 +8) = r1",
+            "*(u64 *)(r7 +16) = 1",
             "r0 = 0",
             "exit",
         ];
         assert_eq!(text, expect);
         assert_eq!(c.maps[0].kind, tp_bpf::types::MapKind::PercpuHash);
         assert_eq!((c.maps[0].key_size, c.maps[0].value_size), (16, 8));
+        assert_eq!(c.maps[1].kind, tp_bpf::types::MapKind::PercpuArray);
+        assert_eq!((c.maps[1].value_size, c.maps[1].max_entries), (24, 256));
+        // A map a program deletes from has no cache (delete could not reach other CPUs').
+        let c =
+            fake("tracepoint:raw_syscalls:sys_enter { @[pid] = count(); delete(@[1]); }").unwrap();
+        assert_eq!(c.maps.len(), 1);
     }
 
     /// `args->id` is sys_enter's raw argument 1 (BTF), so the record is not built; reading

@@ -164,21 +164,16 @@ fn dump(ast: &tp_bpf::ast::Program, c: &tp_bpf::Compiled) {
 
 fn list(pattern: &str, verbose: bool) -> Result<i32> {
     let mut m = tp_bpf::machine::System::new();
-    let (kind, rest) = pattern.split_once(':').unwrap_or(("*", pattern));
-    let glob = if kind == "tracepoint" || kind == "t" || kind == "*" { rest } else { "" };
-    let glob = if glob.contains(':') { glob.to_string() } else { format!("{glob}:*") };
     let out = std::io::stdout();
     let mut o = out.lock();
-    if !glob.starts_with(':') {
-        for name in m.list(&glob)? {
-            writeln!(o, "{name}")?;
-            if verbose {
-                let mut parts = name.splitn(3, ':').skip(1);
-                let (s, e) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                if let Ok(f) = m.format(s, e) {
-                    for fld in &f.fields {
-                        writeln!(o, "    {}", fld.declaration)?;
-                    }
+    for name in m.list(pattern)? {
+        writeln!(o, "{name}")?;
+        if verbose && name.starts_with("tracepoint:") {
+            let mut parts = name.splitn(3, ':').skip(1);
+            let (s, e) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            if let Ok(f) = m.format(s, e) {
+                for fld in &f.fields {
+                    writeln!(o, "    {}", fld.declaration)?;
                 }
             }
         }

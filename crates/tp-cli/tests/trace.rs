@@ -226,6 +226,31 @@ fn hist_and_lhist_of_known_sizes() {
     assert_eq!(tp, bt);
 }
 
+/// 300 write sizes: more keys than a keyed count's cache has slots, so counts are written
+/// back from the slots into the hash and read from both.
+#[test]
+fn keyed_counts_of_more_keys_than_cache_slots() {
+    let prog = r#"tracepoint:syscalls:sys_enter_write /comm == "tpwork"/ { @[args->count] = count(); @m[args->count % 7, comm] = count(); }"#;
+    let _t = turn();
+    let (bt, tp) = both(prog, &[], 1, || {
+        work(&["sizes"]);
+        work(&["sizes"]);
+    });
+    assert!(bt.contains("@[4995]: 2\n"), "bpftrace: {bt}");
+    assert_same(&tp, &bt);
+}
+
+/// Maps nothing was put in: a count without keys prints `@c: 0`, the others an empty line
+/// (avg and stats two), as in bpftrace.
+#[test]
+fn maps_nothing_was_put_in() {
+    let prog = "tracepoint:syscalls:sys_enter_getppid /pid == 1/ { @c = count(); @k[tid] = count(); @a = avg(1); @h = hist(1); @s = sum(1); @x[tid] = 1; } interval:ms:100 { exit(); }";
+    let bt = start(&["bpftrace", "-e", prog]).wait();
+    let tp = start(&[TP, "trace", "-e", prog]).wait();
+    assert!(bt.contains("\n@c: 0\n"), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+}
+
 #[test]
 fn probe_names_over_sched_wildcards() {
     let prog = r#"tracepoint:sched:sched_* /comm == "tpwork"/ { @[probe] = count(); }"#;
@@ -300,4 +325,24 @@ fn nothing_left_attached_after_int_term_kill() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// `-l` lists every kind of probe tp attaches: tracepoints, raw tracepoints, software events.
+#[test]
+fn list_every_kind() {
+    let all = run(Command::new(TP).args(["trace", "-l"]));
+    let all = String::from_utf8_lossy(&all.stdout);
+    for want in [
+        "tracepoint:raw_syscalls:sys_enter\n",
+        "rawtracepoint:sys_enter\n",
+        "software:cpu-clock:\n",
+    ] {
+        assert!(all.contains(want), "no {want:?} in tp trace -l");
+    }
+    let sw = run(Command::new(TP).args(["trace", "-l", "software:*"]));
+    let sw = String::from_utf8_lossy(&sw.stdout);
+    assert_eq!(sw.lines().count(), 10, "{sw}");
+    assert!(sw.lines().all(|l| l.starts_with("software:")), "{sw}");
+    let one = run(Command::new(TP).args(["trace", "-l", "t:sched:sched_switch"]));
+    assert_eq!(String::from_utf8_lossy(&one.stdout), "tracepoint:sched:sched_switch\n");
 }
