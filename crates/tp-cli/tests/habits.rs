@@ -268,3 +268,158 @@ fn all_recordings_save_every_process_s_maps() {
     let text = String::from_utf8_lossy(&rep.stdout);
     assert!(text.contains("mapped-by-another-process.bin"), "{text}");
 }
+
+/// A private PostgreSQL 15 server (initdb in a test directory, its own socket and port),
+/// stopped on drop.
+struct Postgres {
+    data: std::path::PathBuf,
+    sock: String,
+    port: String,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+impl Postgres {
+    fn start(t: &Tmp) -> Postgres {
+        let data = t.path("pgdata");
+        let sock = t.path("pgsock");
+        for d in [&data, &sock] {
+            std::fs::create_dir(d).unwrap();
+            run(Command::new("chown").args(["postgres:postgres", d.to_str().unwrap()]));
+        }
+        std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let as_pg = |prog: &str| {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", &format!("{PG_BIN}/{prog}")]);
+            c
+        };
+        run(as_pg("initdb").args(["-A", "trust", "-U", "postgres", "-D"]).arg(&data));
+        let port = (5400 + std::process::id() % 500).to_string();
+        let pg = Postgres { data, sock: sock.to_str().unwrap().into(), port };
+        let opts = format!("-k {} -p {} -c listen_addresses= -c fsync=off", pg.sock, pg.port);
+        // A log file: the server must not hold the test's pipes open.
+        let log = pg.data.join("log");
+        run(as_pg("pg_ctl")
+            .args(["-w", "-D"])
+            .arg(&pg.data)
+            .arg("-l")
+            .arg(&log)
+            .args(["-o", &opts, "start"]));
+        run(Command::new("pgbench").args(["-q", "-i"]).args(pg.conn()));
+        pg
+    }
+
+    fn conn(&self) -> [&str; 7] {
+        ["-h", &self.sock, "-p", &self.port, "-U", "postgres", "postgres"]
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new("runuser")
+            .args(["-u", "postgres", "--", &format!("{PG_BIN}/pg_ctl"), "-m", "immediate", "-D"])
+            .arg(&self.data)
+            .arg("stop")
+            .output();
+    }
+}
+
+/// bpftrace running a program until stopped; its output when stopped.
+struct Bpftrace(std::process::Child);
+
+impl Bpftrace {
+    fn start(prog: &str) -> Bpftrace {
+        use std::io::BufRead;
+        // Line-buffered: its "Attaching" line arrives while it runs.
+        let mut c = Command::new("bpftrace")
+            .args(["-B", "line", "-e", prog])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+        out.read_line(&mut first).unwrap();
+        assert!(first.starts_with("Attaching"), "bpftrace: {first}");
+        c.stdout = Some(out.into_inner());
+        Bpftrace(c)
+    }
+
+    fn stop(self) -> String {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        String::from_utf8_lossy(&self.0.wait_with_output().unwrap().stdout).into_owned()
+    }
+}
+
+/// `arg1:string` on PostgreSQL's query__start prints each query's text; as many of
+/// pgbench's UPDATEs as pgbench made, and as bpftrace's `str(arg0)` counts in the same run.
+#[test]
+fn typed_usdt_arguments_print_postgresql_s_queries() {
+    require_tracefs();
+    let t = Tmp::new("pg");
+    let pg = Postgres::start(&t);
+    let postgres = format!("{PG_BIN}/postgres");
+    let bt = Bpftrace::start(&format!(
+        "usdt:{postgres}:postgresql:query__start {{ @[str(arg0, 24)] = count(); }}"
+    ));
+    let out = t.path("q.dat");
+    let mut args: Vec<String> = ["record", "-q", "-a", "-e"].map(String::from).to_vec();
+    args.push(format!("usdt:{postgres}:postgresql:query__start arg1:string"));
+    args.extend(["-o".into(), out.to_str().unwrap().into(), "--".into(), "pgbench".into()]);
+    args.extend(["-c", "2", "-t", "50"].map(String::from));
+    args.extend(pg.conn().map(String::from));
+    let r = Command::new(TP).args(&args).stdin(Stdio::null()).output().unwrap();
+    let counted = bt.stop();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let rep = run(Command::new(TP).args(["report", "-i", out.to_str().unwrap()]));
+    let text = String::from_utf8_lossy(&rep.stdout);
+    let updates = text
+        .lines()
+        .filter(|l| {
+            l.contains(" query__start: (0x") && l.contains(" arg1=\"UPDATE pgbench_accounts ")
+        })
+        .count();
+    // pgbench: one UPDATE of pgbench_accounts per transaction, 2 clients x 50.
+    assert_eq!(updates, 100, "{}", text.lines().take(20).collect::<Vec<_>>().join("\n"));
+    let by_bpftrace: u64 = counted
+        .lines()
+        .filter(|l| l.starts_with("@[UPDATE pgbench_accounts "))
+        .filter_map(|l| l.rsplit_once(": ")?.1.trim().parse::<u64>().ok())
+        .sum();
+    assert_eq!(by_bpftrace, updates as u64, "bpftrace:\n{counted}");
+}
+
+/// Python's function__entry with arg1/arg2 as strings: the file and function names
+/// bpftrace's `str(arg0)`/`str(arg1)` print.
+#[test]
+fn typed_usdt_arguments_print_python_s_function_names() {
+    require_tracefs();
+    let t = Tmp::new("py");
+    let py = "/usr/bin/python3.11";
+    let out = t.path("py.dat");
+    let o = out.to_str().unwrap();
+    let spec = format!("usdt:{py}:python:function__entry arg1:string arg2:string");
+    run(Command::new(TP).args(["record", "-q", "-e", &spec, "-o", o, "--", py, "-c", "pass"]));
+    let rep = run(Command::new(TP).args(["report", "-i", o]));
+    let ours: Vec<String> = String::from_utf8_lossy(&rep.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (_, a) = l.split_once(" arg1=\"")?;
+            let (file, b) = a.split_once("\" arg2=\"")?;
+            Some(format!("{file} {}", b.split_once('"')?.0))
+        })
+        .collect();
+    let prog = format!(
+        "usdt:{py}:python:function__entry {{ printf(\"%s %s\\n\", str(arg0), str(arg1)); }}"
+    );
+    let bt = run(Command::new("bpftrace").args(["-e", &prog, "-c", &format!("{py} -c pass")]));
+    let theirs: Vec<String> = String::from_utf8_lossy(&bt.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("Attaching"))
+        .map(String::from)
+        .collect();
+    assert!(!ours.is_empty());
+    assert_eq!(ours, theirs);
+}

@@ -10,6 +10,7 @@ use tp_format::glob::glob_match;
 use tp_tracefs::{ProbeKind, Tracefs, Uprobe};
 
 pub mod run;
+pub mod typed;
 
 use tp_symbols::elf;
 use tp_symbols::probe::{dwarf, sdt};
@@ -37,7 +38,8 @@ pub struct Args {
     #[arg(short = 'd', long, value_name = "GLOB")]
     pub del: Option<String>,
     /// FUNC[%return][+OFF] [NAME=FETCHARG ...], or sdt_PROVIDER:NAME (a USDT probe, its
-    /// arguments from its note)
+    /// arguments from its note). Typed arguments in both: argN:string (the text argN points
+    /// to), argN:u32, +OFF(argN):TYPE, NAME=argN:TYPE
     #[arg(value_name = "PROBE")]
     pub spec: Vec<String>,
 }
@@ -98,11 +100,11 @@ pub fn run(a: Args) -> Result<i32> {
 /// `--add sdt_PROVIDER:NAME`: the USDT probes of the binary matching it, defined until
 /// `--del` (as `perf probe --add sdt_...` does).
 fn add_sdt(tfs: &Tracefs, exec: &Path, spec: &[String]) -> Result<i32> {
-    if spec.len() > 1 {
-        bail!("an SDT probe's arguments come from its note; give no fetch arguments");
-    }
     let bin = elf::Binary::read(exec)?;
-    let want = run::sdt_uprobes(std::slice::from_ref(&bin), &spec[0])?;
+    let mut want = run::sdt_uprobes(std::slice::from_ref(&bin), &spec[0])?;
+    for p in &mut want {
+        p.args = typed::apply_sdt(&p.args, &spec[1..])?;
+    }
     if want.is_empty() {
         bail!(
             "{} has no SDT probe matching {} (tp probe -x {} --sdt lists them)",
@@ -235,8 +237,10 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
             addrs.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>().join(", ")
         ),
     };
-    // Arguments by name: from DWARF, which may move the probe past the prologue.
-    let named: Vec<dwarf::Named<'_>> = args.iter().filter_map(|a| variable_arg(a)).collect();
+    // argN:TYPE by the calling convention; the other arguments by name from DWARF, which
+    // may move the probe past the prologue.
+    let named: Vec<dwarf::Named<'_>> =
+        args.iter().filter(|a| typed::parse(a).is_none()).filter_map(|a| variable_arg(a)).collect();
     let (pc, mut by_name) = match named.first() {
         None => (addr + off, Vec::new()),
         Some(_) if kind == ProbeKind::Return => bail!(
@@ -248,11 +252,12 @@ pub fn uprobe_for(exec: &Path, spec: &str, args: &[String]) -> Result<Uprobe> {
     by_name.reverse();
     let args: Vec<String> = args
         .iter()
-        .map(|a| match variable_arg(a) {
-            Some(_) => by_name.pop().unwrap_or_default(),
-            None => a.clone(),
+        .map(|a| match (typed::parse(a), variable_arg(a)) {
+            (Some(t), _) => typed::function_arg(&t),
+            (None, Some(_)) => Ok(by_name.pop().unwrap_or_default()),
+            (None, None) => Ok(a.clone()),
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let offset = bin.file_offset(pc)?;
     let mut event = event_name(&tp_symbols::demangle(func).replace("::", "_"));
     if off != 0 {

@@ -78,9 +78,19 @@ pub fn usdt_spec(spec: &str) -> Option<(&str, String)> {
         .then(|| (bin, format!("sdt_{provider}:{name}")))
 }
 
-/// The event glob tracefs knows a spec by: `usdt:B:P:N` is `sdt_P:N`, others as written.
+/// The event glob tracefs knows a spec by: `usdt:B:P:N` is `sdt_P:N`, others as written
+/// (typed arguments after the first word left out).
 pub fn event_glob(spec: &str) -> String {
+    let (spec, _) = with_args(spec);
     usdt_spec(spec).map_or_else(|| spec.to_string(), |(_, g)| g)
+}
+
+/// `-e 'SPEC ARG...'`: the spec and its typed arguments (`sdt_postgresql:query__start
+/// arg1:string`).
+pub fn with_args(spec: &str) -> (&str, Vec<String>) {
+    let mut words = spec.split_whitespace();
+    let first = words.next().unwrap_or(spec);
+    (first, words.map(str::to_string).collect())
 }
 
 /// Define the SDT probes the `-e` globs name (`sdt_*:*`, `usdt:BINARY:*:*`) that are not
@@ -94,12 +104,15 @@ pub fn define_for_record(
     pids: &[i32],
     quiet: bool,
 ) -> Result<Option<RunProbes>> {
-    // (as written, its binary for usdt:, the sdt_ glob)
-    let specs: Vec<(&String, Option<&str>, String)> = globs
+    // (as written, its binary for usdt:, the sdt_ glob, its typed arguments)
+    let specs: Vec<(&String, Option<&str>, String, Vec<String>)> = globs
         .iter()
-        .filter_map(|g| match usdt_spec(g) {
-            Some((bin, glob)) => Some((g, Some(bin), glob)),
-            None => g.starts_with("sdt_").then(|| (g, None, g.clone())),
+        .filter_map(|written| {
+            let (g, typed) = with_args(written);
+            match usdt_spec(g) {
+                Some((bin, glob)) => Some((written, Some(bin), glob, typed)),
+                None => g.starts_with("sdt_").then(|| (written, None, g.to_string(), typed)),
+            }
         })
         .collect();
     if specs.is_empty() {
@@ -110,7 +123,7 @@ pub fn define_for_record(
     let existing = tfs.available_events()?;
     let mut default_bins: Option<Vec<elf::Binary>> = None;
     let mut run = RunProbes::new(&tfs);
-    for (written, usdt_bin, g) in specs {
+    for (written, usdt_bin, g, typed) in specs {
         let own;
         let bins: &[elf::Binary] = match usdt_bin {
             Some(b) => {
@@ -145,10 +158,15 @@ pub fn define_for_record(
                 names.join(", ")
             );
         }
-        for p in want {
-            if known.iter().any(|e| e.system == p.group && e.name == p.event)
-                || run.probes().iter().any(|q| q.group == p.group && q.event == p.event)
-            {
+        for mut p in want {
+            p.args = super::typed::apply_sdt(&p.args, &typed)
+                .with_context(|| format!("-e {written}"))?;
+            let defined = known.iter().any(|e| e.system == p.group && e.name == p.event);
+            if defined && !typed.is_empty() {
+                let name = format!("{}:{}", p.group, p.event);
+                bail!("-e {written}: {name} is defined already (by tp probe or perf probe) with its own arguments; remove it (tp probe --del {name}) to record it with {}", typed.join(" "));
+            }
+            if defined || run.probes().iter().any(|q| q.group == p.group && q.event == p.event) {
                 // Defined already (tp probe, perf probe, an earlier -e): used as it is.
                 continue;
             }
