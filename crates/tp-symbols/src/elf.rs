@@ -89,3 +89,26 @@ impl Binary {
         Error::Elf { path: self.path.clone(), reason: format!("an ELF file tp cannot read: {e}") }
     }
 }
+
+/// An ELF file's build id, reading only its headers and notes.
+pub fn build_id(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let cache = object::read::ReadCache::new(file);
+    let elf = object::File::parse(&cache).ok()?;
+    let id = elf.build_id().ok()??;
+    Some(id.to_vec())
+}
+
+/// The GNU build id among ELF notes as the kernel exports them (4-byte aligned, as in
+/// `/sys/kernel/notes`).
+pub fn gnu_build_id_note(notes: &[u8]) -> Option<Vec<u8>> {
+    type Elf = object::elf::FileHeader64<object::Endianness>;
+    let endian = object::Endianness::default();
+    let mut it = object::read::elf::NoteIterator::<Elf>::new(endian, 4, notes).ok()?;
+    while let Ok(Some(n)) = it.next() {
+        if n.name() == b"GNU" && n.n_type(endian) == object::elf::NT_GNU_BUILD_ID {
+            return Some(n.desc().to_vec());
+        }
+    }
+    None
+}

@@ -4,12 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use object::read::elf::NoteIterator;
-use object::{Endianness, Object};
 use tp_format::perfdata::{self as pd, BuildId};
+use tp_symbols::elf;
 
-/// `NT_GNU_BUILD_ID`.
-const NT_GNU_BUILD_ID: u32 = 3;
 /// perf's pid of the host's build ids.
 const HOST: i32 = -1;
 
@@ -42,7 +39,9 @@ impl Dsos {
     /// without the note is left out, as perf leaves it).
     pub fn build_ids(&self) -> Vec<BuildId> {
         let mut ids = Vec::new();
-        if let Some(id) = std::fs::read("/sys/kernel/notes").ok().and_then(|n| gnu_note(&n)) {
+        if let Some(id) =
+            std::fs::read("/sys/kernel/notes").ok().and_then(|n| elf::gnu_build_id_note(&n))
+        {
             ids.push(BuildId {
                 cpumode: pd::misc::KERNEL,
                 pid: HOST,
@@ -51,7 +50,7 @@ impl Dsos {
             });
         }
         for f in &self.files {
-            if let Some(id) = file_build_id(f) {
+            if let Some(id) = elf::build_id(std::path::Path::new(f)) {
                 ids.push(BuildId {
                     cpumode: pd::misc::USER,
                     pid: HOST,
@@ -62,26 +61,4 @@ impl Dsos {
         }
         ids
     }
-}
-
-/// An ELF file's build id, reading only its headers and notes.
-fn file_build_id(path: &str) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let cache = object::read::ReadCache::new(file);
-    let elf = object::File::parse(&cache).ok()?;
-    let id = elf.build_id().ok()??;
-    Some(id.to_vec())
-}
-
-/// The GNU build id among ELF notes as the kernel exports them (4-byte aligned).
-fn gnu_note(notes: &[u8]) -> Option<Vec<u8>> {
-    type Elf = object::elf::FileHeader64<Endianness>;
-    let endian = Endianness::default();
-    let mut it = NoteIterator::<Elf>::new(endian, 4, notes).ok()?;
-    while let Ok(Some(n)) = it.next() {
-        if n.name() == b"GNU" && n.n_type(endian) == NT_GNU_BUILD_ID {
-            return Some(n.desc().to_vec());
-        }
-    }
-    None
 }
