@@ -4,7 +4,7 @@
 # file: events, CPU (user + system, all threads) and wall seconds of each (median and range
 # over ROUNDS pairs), the median of the per-pair ratios trace-cmd / tp, tp's peak RSS, and
 # the md5 of tp's output (must not change when the renderer is made faster).
-# Usage: bench/report-speed.sh [FILE...]   (as root; ROUNDS=7 by default; needs perf)
+# Usage: [TP=BINARY] [ROUNDS=7] bench/report-speed.sh [FILE...]   (as root; needs perf)
 # Without FILE it records one: sched, irq, timer, syscalls, kmem events in a private
 # instance, extracted by trace-cmd. For the figures pass an all-events recording
 # (`tp record -a -e '*:*' --duration 1s` under load, ~200k events) and one of at least 10
@@ -15,8 +15,12 @@ cd "$(dirname "$0")/.."
 command -v trace-cmd >/dev/null || { echo "needs trace-cmd (apt-get install trace-cmd)" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 ROUNDS=${ROUNDS:-7}
-cargo build --release -q -p tp-cli
-tp=${CARGO_TARGET_DIR:-target}/release/tp
+# TP=PATH measures that binary (e.g. a build from before a change) instead of building one.
+if [ -z "${TP:-}" ]; then
+  cargo build --release -q -p tp-cli
+  TP=${CARGO_TARGET_DIR:-target}/release/tp
+fi
+tp=$TP
 work=$(mktemp -d /tmp/tp-bench.XXXXXX)
 T=/sys/kernel/tracing
 inst=tp-bench-$$
