@@ -553,7 +553,7 @@ _tp() {
             return 0
             ;;
         tp__subcmd__record)
-            opts="-e -f -p -c -a -b -C -T -U -o -F -g -B -x -q -h --event --filter --pid --children --all --buffer-size --clock --keep-recorder --kernel-stack --user-stack --stack-trigger --output --compress --file-version --perf --freq --period --call-graph --max-stack --duration --instance --exec --quiet --help"
+            opts="-e -f -p -c -a -b -C -T -U -o -F -g -B -x -q -h --event --filter --pid --children --all --buffer-size --clock --keep-recorder --kernel-stack --user-stack --stack-trigger --output --compress --file-version --perf --freq --period --call-graph --max-stack --duration --as-root --instance --exec --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

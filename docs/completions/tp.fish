@@ -90,6 +90,7 @@ complete -c tp -n "__fish_tp_using_subcommand record" -s T -l kernel-stack -d 'F
 complete -c tp -n "__fish_tp_using_subcommand record" -s U -l user-stack -d 'Follow every recorded event with the user-space stack of its task, as the kernel walks it by frame pointers (the `userstacktrace` option; `ftrace:user_stack` records, up to 8 return addresses); a traced Rust program\'s own events too (`TP_STACKS`, unless set)'
 complete -c tp -n "__fish_tp_using_subcommand record" -l perf -d 'Record through perf_event_open into perf.data even when every event is a tracepoint'
 complete -c tp -n "__fish_tp_using_subcommand record" -s g -d 'Record each sample\'s call stack by frame pointers, kernel and user (`--call-graph fp`). Tracepoints go through perf_event_open too: tracefs records no user stacks'
+complete -c tp -n "__fish_tp_using_subcommand record" -l as-root -d 'Under sudo, run the command (and own the output) as root; by default the command runs as the user who ran sudo (SUDO_UID/SUDO_GID, their groups, HOME/USER/LOGNAME) and the output is theirs'
 complete -c tp -n "__fish_tp_using_subcommand record" -s q -l quiet -d 'No status line and no summary'
 complete -c tp -n "__fish_tp_using_subcommand record" -s h -l help -d 'Print help'
 complete -c tp -n "__fish_tp_using_subcommand extract" -s B -l instance -d 'The instance to extract (default: the top-level buffer); the file names its buffer NAME, as trace-cmd does. Its pages are consumed: a second extract finds them gone' -r

@@ -13,10 +13,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+static KEEP_ROOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--as-root`: the files stay root's under sudo.
+pub fn keep_root() {
+    KEEP_ROOT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The user and group tp's files are given: the sudo user's when tp runs as root through
 /// sudo, else none (they stay the creator's).
 pub fn owner() -> Option<(u32, u32)> {
-    if effective_uid() != Some(0) {
+    if KEEP_ROOT.load(std::sync::atomic::Ordering::Relaxed) || effective_uid() != Some(0) {
         return None;
     }
     sudo_user()

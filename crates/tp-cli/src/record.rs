@@ -69,6 +69,11 @@ pub struct Opts {
     /// ends. A command still running then keeps running, untraced.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// Under sudo, run the command (and own the output) as root; by default the command
+    /// runs as the user who ran sudo (SUDO_UID/SUDO_GID, their groups, HOME/USER/LOGNAME)
+    /// and the output is theirs.
+    #[arg(long)]
+    pub as_root: bool,
     /// Use (and restore) an existing instance instead of a private one.
     #[arg(short = 'B', long = "instance", value_name = "NAME")]
     pub instance: Option<String>,
@@ -185,6 +190,10 @@ pub fn perf_habit(argv: &[OsString]) -> Option<String> {
 pub fn run(args: Args) -> Result<i32> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args = &*args.opts;
+    if args.as_root {
+        tp_tracefs::process::keep_root(true);
+        crate::outfile::keep_root();
+    }
     // The shell's convention for a command that does not exist, before anything is set up.
     if let Some(prog) = args.command.first() {
         if process::resolve_program(prog).is_none() {

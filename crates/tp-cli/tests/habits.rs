@@ -423,3 +423,43 @@ fn typed_usdt_arguments_print_python_s_function_names() {
     assert!(!ours.is_empty());
     assert_eq!(ours, theirs);
 }
+
+/// Under sudo the command runs as the user who ran sudo (uid, gid, HOME/USER/LOGNAME) and
+/// a USDT semaphore tp sets still reaches it; `--as-root` keeps root.
+#[test]
+fn under_sudo_the_command_runs_as_the_sudo_user() {
+    require_tracefs();
+    let t = Tmp::new("sudo-cmd");
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let id = t.path("id");
+    let script = format!("echo $(id -u) $(id -g) $HOME $USER $LOGNAME > {}", id.display());
+    let sudo = |args: &[&str]| {
+        let r = Command::new(TP)
+            .args(args)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .env("SUDO_USER", "nobody")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
+    };
+    let out = t.path("o.dat");
+    let o = out.to_str().unwrap();
+    let e = "sched:sched_process_exec";
+    sudo(&["record", "-q", "-e", e, "-o", o, "--", "sh", "-c", &script]);
+    assert_eq!(std::fs::read_to_string(&id).unwrap(), "65534 65534 /nonexistent nobody nobody\n");
+    assert_eq!(std::fs::metadata(&id).unwrap().uid(), 65534);
+    std::fs::remove_file(&id).unwrap();
+    sudo(&["record", "-q", "--as-root", "-e", e, "-o", o, "--", "sh", "-c", &script]);
+    assert!(std::fs::read_to_string(&id).unwrap().starts_with("0 0 "));
+    assert_eq!(std::fs::metadata(&out).unwrap().uid(), 0);
+    // A semaphore-gated USDT probe fires in the command run as the user.
+    let py = "/usr/bin/python3.11";
+    let spec = format!("usdt:{py}:python:function__entry");
+    sudo(&["record", "-q", "-e", &spec, "-o", o, "--", py, "-c", "pass"]);
+    let rep = run(Command::new(TP).args(["report", "-i", o]));
+    let n = String::from_utf8_lossy(&rep.stdout).matches(" function__entry: ").count();
+    assert!(n > 0, "no function__entry from python run as nobody");
+    assert_eq!(std::fs::metadata(&out).unwrap().uid(), 65534);
+}

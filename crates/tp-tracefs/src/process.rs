@@ -7,6 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -50,6 +51,70 @@ pub fn resolve_program(prog: &OsStr) -> Option<PathBuf> {
     None
 }
 
+static KEEP_ROOT: AtomicBool = AtomicBool::new(false);
+
+/// `--as-root`: commands started by tp under sudo run as root (by default they run as the
+/// user who ran sudo).
+pub fn keep_root(on: bool) {
+    KEEP_ROOT.store(on, Ordering::Relaxed);
+}
+
+/// The user who ran sudo, when tp runs as root through it: `SUDO_UID`, `SUDO_GID`, their
+/// name, home and supplementary groups (from /etc/passwd and /etc/group).
+pub struct SudoUser {
+    creds: sys::Credentials,
+    name: String,
+    home: String,
+}
+
+/// [`SudoUser`] of this process, if any.
+pub fn sudo_user() -> Option<SudoUser> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let num = |k: &str| std::env::var(k).ok()?.trim().parse::<u32>().ok();
+    let (uid, gid) = (num("SUDO_UID")?, num("SUDO_GID")?);
+    if uid == 0 {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let entry = passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 7 && f[2].parse::<u32>().ok() == Some(uid));
+    let name = std::env::var("SUDO_USER")
+        .ok()
+        .or_else(|| entry.as_ref().map(|f| f[0].to_string()))
+        .unwrap_or_else(|| uid.to_string());
+    let home = entry.as_ref().map_or_else(|| "/".to_string(), |f| f[5].to_string());
+    let mut groups = vec![gid];
+    for l in std::fs::read_to_string("/etc/group").unwrap_or_default().lines() {
+        let f: Vec<&str> = l.split(':').collect();
+        if f.len() >= 4 && f[3].split(',').any(|m| m == name) {
+            if let Ok(g) = f[2].parse::<u32>() {
+                if !groups.contains(&g) {
+                    groups.push(g);
+                }
+            }
+        }
+    }
+    Some(SudoUser { creds: sys::Credentials { uid, gid, groups }, name, home })
+}
+
+impl SudoUser {
+    /// tp's environment with HOME, USER and LOGNAME the user's.
+    fn environment(&self) -> Vec<CString> {
+        let mine = [("HOME", &self.home), ("USER", &self.name), ("LOGNAME", &self.name)];
+        std::env::vars_os()
+            .filter(|(k, _)| !mine.iter().any(|(m, _)| k.as_bytes() == m.as_bytes()))
+            .map(|(k, v)| [k.into_vec(), b"=".to_vec(), v.into_vec()].concat())
+            .chain(mine.iter().map(|(k, v)| format!("{k}={v}").into_bytes()))
+            .filter_map(|b| CString::new(b).ok())
+            .collect()
+    }
+}
+
 impl GatedChild {
     /// Fork a child that waits at a gate, then execs `argv` (`argv[0]` looked up in PATH).
     /// stdin, stdout and stderr are inherited.
@@ -75,7 +140,16 @@ impl GatedChild {
             gate_w: gate_w.as_raw_fd(),
             err_r: err_r.as_raw_fd(),
         };
-        let pid = sys::fork_gated(&cprog, &ptrs, &pipes, &program)?;
+        let user = if KEEP_ROOT.load(Ordering::Relaxed) { None } else { sudo_user() };
+        let env: Option<Vec<CString>> = user.as_ref().map(|u| u.environment());
+        let mut envp: Option<Vec<*const libc::c_char>> =
+            env.as_ref().map(|e| e.iter().map(|c| c.as_ptr()).collect());
+        if let Some(e) = envp.as_mut() {
+            e.push(std::ptr::null());
+        }
+        let creds = user.map(|u| u.creds);
+        let pid =
+            sys::fork_gated(&cprog, &ptrs, envp.as_deref(), creds.as_ref(), &pipes, &program)?;
         drop(gate_r);
         drop(err_w);
         Ok(GatedChild { pid, gate_w: Some(gate_w), err_r, program })

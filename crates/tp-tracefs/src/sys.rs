@@ -473,16 +473,27 @@ pub(crate) struct GatePipes {
 /// Fork a child that waits at the gate, then `execv(program, argv)` (`argv` ends with a
 /// null pointer); returns its pid. The child restores the default signal mask and
 /// handlers, and exits 126 if the gate closes unopened, 127 if `exec` fails.
+/// Who a command runs as: set in the child after the gate, before exec.
+pub(crate) struct Credentials {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: Vec<libc::gid_t>,
+}
+
 pub(crate) fn fork_gated(
     program: &CString,
     argv: &[*const libc::c_char],
+    envp: Option<&[*const libc::c_char]>,
+    creds: Option<&Credentials>,
     p: &GatePipes,
     what: &Path,
 ) -> Result<i32> {
     assert!(argv.last().is_some_and(|a| a.is_null()), "argv ends with a null pointer");
+    assert!(envp.is_none_or(|e| e.last().is_some_and(|a| a.is_null())), "envp ends with null");
     let (gr, ew, gw, er) = (p.gate_r, p.err_w, p.gate_w, p.err_r);
     // SAFETY: fork in a possibly multithreaded process: the child below only calls
-    // async-signal-safe functions (sigprocmask, read, execv, write, _exit) on memory
+    // async-signal-safe functions (sigprocmask, read, setgroups/setgid/setuid, execv(e),
+    // write, _exit) on memory
     // prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -512,7 +523,21 @@ pub(crate) fn fork_gated(
                     break;
                 }
             }
-            libc::execv(program.as_ptr(), argv.as_ptr());
+            if let Some(c) = creds {
+                // Groups first, then the group, then the user (after which the rest fail).
+                if libc::setgroups(c.groups.len(), c.groups.as_ptr()) != 0
+                    || libc::setgid(c.gid) != 0
+                    || libc::setuid(c.uid) != 0
+                {
+                    let e: i32 = *libc::__errno_location();
+                    libc::write(ew, (&e as *const i32).cast(), 4);
+                    libc::_exit(127);
+                }
+            }
+            match envp {
+                Some(env) => libc::execve(program.as_ptr(), argv.as_ptr(), env.as_ptr()),
+                None => libc::execv(program.as_ptr(), argv.as_ptr()),
+            };
             let e: i32 = *libc::__errno_location();
             libc::write(ew, (&e as *const i32).cast(), 4);
             libc::_exit(127);
