@@ -45,7 +45,7 @@ for size in 1 4; do
     for name in "${names[@]}"; do
       case $name in
         report) cmd=("$tp" report -i "$file") ;;
-        convert) cmd=("$tp" convert -i "$file" --to perfetto -o /dev/null) ;;
+        convert) cmd=("$tp" convert -i "$file" --to perfetto -o "$work/out.perfetto") ;;
         *) cmd=("$tp" "$name" -i "$file") ;;
       esac
       out=$(/usr/bin/time -f '%e %M' "${cmd[@]}" 2>&1 >/dev/null | tail -1)

@@ -56,17 +56,25 @@ pub fn check(out: &Path) -> Result<()> {
             out.join("trace.dat").display()
         );
     }
-    // A symlink is replaced by the file (its target untouched), as a regular file is.
-    if let Ok(m) = std::fs::symlink_metadata(out) {
-        if !m.is_file() && !m.is_symlink() {
-            anyhow::bail!("-o {shown} exists and is not a regular file: give another name");
-        }
-    }
+    refuse_special(out)?;
     let parent = parent_of(out);
     match std::fs::metadata(&parent) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => anyhow::bail!("-o {shown}: {} is not a directory", parent.display()),
         Err(e) => anyhow::bail!("-o {shown}: directory {} does not exist ({e})", parent.display()),
+    }
+}
+
+/// Refuse a target that exists and is neither a regular file nor a symlink: renaming the
+/// finished file over `/dev/null` (as root) would replace the device. A symlink is replaced
+/// by the file (its target untouched), as a regular file is.
+fn refuse_special(out: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(out) {
+        Ok(m) if !m.is_file() && !m.is_symlink() => anyhow::bail!(
+            "-o {} exists and is not a regular file: give another name",
+            out.display()
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -99,6 +107,7 @@ pub fn tmp_name(target: &Path) -> PathBuf {
 /// Create the file that will become `target`: its temporary name, new, 0600, not through a
 /// symlink, owned by [`owner`].
 pub fn create(target: &Path) -> Result<(File, NewFile)> {
+    refuse_special(target)?;
     let tmp = tmp_name(target);
     let file = match create_new(&tmp) {
         // Left by a killed run of this PID, or placed by someone: remove the name (a

@@ -381,6 +381,7 @@ fn modifiers_choose_the_stack_part_and_max_stack_bounds_it() {
 
 #[test]
 fn call_graph_arguments_are_checked() {
+    let out_file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("call-graph-arguments.data");
     for (args, says) in [
         (vec!["--call-graph", "lbr"], "fp or dwarf"),
         (vec!["--call-graph", "dwarf,0"], "8 to 65528"),
@@ -391,7 +392,9 @@ fn call_graph_arguments_are_checked() {
         let out = Command::new(TP)
             .arg("record")
             .args(&args)
-            .args(["-e", "raw_syscalls:sys_enter", "-o", "/dev/null", "--", "true"])
+            .args(["-e", "raw_syscalls:sys_enter", "-o"])
+            .arg(&out_file)
+            .args(["--", "true"])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
