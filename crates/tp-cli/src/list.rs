@@ -29,7 +29,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let perf_listed = list_perf_events(&mut out, args.glob.as_deref())?;
-    let fs = Tracefs::discover()?;
+    let fs = match Tracefs::discover() {
+        // Without the rights to read tracefs: the perf events are what this user has.
+        Err(e @ tp_tracefs::Error::NotRoot { .. }) if perf_listed => {
+            out.flush()?;
+            eprintln!("tp: tracefs events not listed: {e}");
+            return Ok(0);
+        }
+        r => r?,
+    };
     let events = match &args.glob {
         Some(g) => fs.match_events(g).or_else(|e| if perf_listed { Ok(vec![]) } else { Err(e) })?,
         None => fs.available_events()?,

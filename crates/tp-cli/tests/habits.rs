@@ -463,3 +463,36 @@ fn under_sudo_the_command_runs_as_the_sudo_user() {
     assert!(n > 0, "no function__entry from python run as nobody");
     assert_eq!(std::fs::metadata(&out).unwrap().uid(), 65534);
 }
+
+/// Without root (`runuser -u nobody`, paranoid 2): `tp stat` counts the user's own
+/// task-clock, `tp list GLOB` lists the perf events and says in one line why tracefs's are
+/// not listed, naming the setting that would allow it.
+#[test]
+fn without_root_tp_does_what_the_user_may() {
+    let t = Tmp::new("nobody");
+    std::fs::set_permissions(&t.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tp = t.path("tp");
+    std::fs::copy(TP, &tp).unwrap();
+    let nobody = |args: &[&str]| {
+        Command::new("runuser")
+            .args(["-u", "nobody", "--"])
+            .arg(&tp)
+            .args(args)
+            .current_dir(&t.0)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let r = nobody(&["stat", "-e", "task-clock", "--", "true"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(err.contains(" task-clock"), "{err}");
+    let r = nobody(&["list", "cpu-*"]);
+    let (out, err) = (String::from_utf8_lossy(&r.stdout), String::from_utf8_lossy(&r.stderr));
+    assert!(r.status.success(), "{err}");
+    assert!(out.contains("cpu-clock") && out.contains("[Software event]"), "{out}");
+    if !std::fs::metadata("/sys/kernel/tracing/events").is_ok_and(|m| m.mode() & 0o005 == 0o005) {
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("tracefs events not listed") && err.contains("gid="), "{err}");
+    }
+}

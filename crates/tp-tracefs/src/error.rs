@@ -77,7 +77,7 @@ impl fmt::Display for Error {
             Error::NotRoot { call, path, source } => {
                 write!(
                     f,
-                    "{call} {}: {source}: run as root (tracing needs CAP_SYS_ADMIN)",
+                    "{call} {}: {source}: run as root (tracefs needs CAP_SYS_ADMIN, or a tracefs mounted with gid= of a group this user is in)",
                     path.display()
                 )
             }
