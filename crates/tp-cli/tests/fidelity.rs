@@ -269,8 +269,14 @@ fn kernel_and_user_stacks_render_as_the_kernel_does() {
     assert!(frames > 4 * kernel_stacks / 2, "{frames} frame lines for {kernel_stacks} stacks");
     // Each getppid() of this thread: its line, then two kernel stacks (the option's and the
     // trigger's) and the user stack before the thread's next event.
+    // In task context only: an interrupt taken between the call's line and its stacks puts
+    // its own lines (and stacks) between them, with `h` or `s` as the flags' third letter.
     let mine = format!("-{me} ");
-    let my_lines: Vec<&str> = r.ours.lines().filter(|l| l.contains(&mine)).collect();
+    let in_task = |l: &str| {
+        let flags = l.split_once("] ").and_then(|(_, r)| r.split_whitespace().next());
+        flags.is_some_and(|f| f.as_bytes().get(2) == Some(&b'.'))
+    };
+    let my_lines: Vec<&str> = r.ours.lines().filter(|l| l.contains(&mine) && in_task(l)).collect();
     let mut calls = 0;
     for (i, l) in my_lines.iter().enumerate().filter(|(_, l)| l.ends_with("sys_getppid()")) {
         calls += 1;
