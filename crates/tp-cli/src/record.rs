@@ -374,7 +374,9 @@ fn record(
     let t0 = Instant::now();
     let (u, s) = process::self_cpu_time();
     let setup_cpu = u + s;
-    session::start(&inst, &events, &mut child, args.trace.keep_recorder)?;
+    // The recorder filter only where a tp recorder thread may run (it costs every event).
+    let keep_recorder = args.trace.keep_recorder || !session::may_run_recorder(&settings.target);
+    session::start(&inst, &events, &mut child, keep_recorder)?;
     if std::env::var_os("TP_TEST_PANIC_WHILE_RECORDING").is_some() {
         // For the state tests: the instance must go on a panic's unwinding too.
         panic!("TP_TEST_PANIC_WHILE_RECORDING is set");

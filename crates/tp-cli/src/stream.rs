@@ -86,7 +86,9 @@ pub fn run(args: Args) -> Result<i32> {
         readers.push(inst.raw_reader(c)?);
     }
     let mut out = Printer { stdout: std::io::stdout().lock(), buf: String::new(), closed: false };
-    session::start(&inst, &events, &mut child, args.trace.keep_recorder)?;
+    // The recorder filter only where a tp recorder thread may run (it costs every event).
+    let keep_recorder = args.trace.keep_recorder || !session::may_run_recorder(&settings.target);
+    session::start(&inst, &events, &mut child, keep_recorder)?;
     let t0 = Instant::now();
     let mut page = vec![0u8; layout.page_size()];
     let mut batch: Vec<(u64, u32, Vec<u8>)> = Vec::new();

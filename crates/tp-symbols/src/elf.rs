@@ -112,3 +112,26 @@ pub fn gnu_build_id_note(notes: &[u8]) -> Option<Vec<u8>> {
     }
     None
 }
+
+/// Whether the ELF file at `path` has a section named `name`, reading only its headers
+/// (however large the file). Anything unreadable or not ELF: false.
+pub fn has_section(path: &Path, name: &str) -> bool {
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    let cache = object::read::ReadCache::new(file);
+    object::File::parse(&cache).is_ok_and(|elf| elf.section_by_name(name).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_found_by_name_from_the_headers() {
+        let exe = std::env::current_exe().unwrap();
+        assert!(has_section(&exe, ".text"));
+        assert!(!has_section(&exe, ".text.no-such-section"));
+        assert!(!has_section(&exe, ".tex"));
+        assert!(!has_section(Path::new("/proc/self/status"), ".text"));
+        assert!(!has_section(Path::new("/nonexistent"), ".text"));
+    }
+}

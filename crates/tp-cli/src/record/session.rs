@@ -271,6 +271,28 @@ pub fn start(
 /// The name crate `tp` gives its drain thread.
 const RECORDER_COMM: &str = "tp-recorder";
 
+/// Whether a traced process may run crate tp's `tp-recorder` thread, so that the events
+/// need the filter that leaves it out (it costs every event of every task a comparison of
+/// names: 20-28% of the kernel's cost per event on a syscall load). A command or a `-p`
+/// process may only if its program links crate tp: every `trace_event!` site is a USDT
+/// probe, so such a binary has `.note.stapsdt` (programs with other USDT probes get the
+/// filter too, harmlessly). Only the command's own program is looked at, not those it
+/// starts (a tp program run through a shell keeps its recorder's events); with `-a` or
+/// `-c` any process may run one.
+pub fn may_run_recorder(target: &Target) -> bool {
+    let links_tp = |exe: &std::path::Path| tp_symbols::elf::has_section(exe, ".note.stapsdt");
+    match target {
+        Target::All | Target::AllWhile(_) => true,
+        Target::Command(argv) => {
+            argv.first().and_then(|p| process::resolve_program(p)).is_none_or(|exe| links_tp(&exe))
+        }
+        Target::Pids { children: true, .. } => true,
+        Target::Pids { pids, .. } => {
+            pids.iter().any(|p| links_tp(std::path::Path::new(&format!("/proc/{p}/exe"))))
+        }
+    }
+}
+
 /// The filter terms that leave a `tp-recorder` thread out of `e`: its own events (`COMM` is
 /// the current task's name), and for `sched_switch` the switches into it as well.
 fn recorder_filter(e: &EventId) -> Vec<String> {
