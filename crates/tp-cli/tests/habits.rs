@@ -496,3 +496,32 @@ fn without_root_tp_does_what_the_user_may() {
         assert!(err.contains("tracefs events not listed") && err.contains("gid="), "{err}");
     }
 }
+
+/// The perf door leaves tp's own samples out (its threads and its guard), and says how many.
+#[test]
+fn the_perf_door_leaves_tp_itself_out() {
+    require_tracefs();
+    let t = Tmp::new("own");
+    let out = t.path("own.data");
+    let o = out.to_str().unwrap();
+    let c = Command::new(TP)
+        .args(["record", "-a", "-e", "cpu-clock", "-F", "199", "-o", o, "--duration", "1"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    let r = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    let rep = run(Command::new(TP).args(["report", "-i", o]));
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert!(text.lines().count() > 10, "{text}");
+    // `COMM TID [CPU] ...`: tp's main thread's tid is its pid.
+    let own: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(&pid.to_string()))
+        .take(3)
+        .collect();
+    assert!(own.is_empty(), "tp's own samples: {own:?}");
+}

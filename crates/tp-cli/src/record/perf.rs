@@ -418,10 +418,15 @@ pub fn run(req: Request<'_>) -> Result<i32> {
     // Records go to the file until a write fails; after that they are only counted. A
     // ring's space goes back to the kernel once its records are in the file: if tp dies,
     // the guard finds each record in one of them.
+    // tp's own samples (its threads, its guard) are left out, as the tracefs door leaves
+    // them out: with -a they would be tp recording its own writing.
+    let own = OwnSamples { pids: [std::process::id(), guard.pid() as u32], several: evs.len() > 1 };
+    let mut own_dropped = 0u64;
     let mut drain =
         |rings: &mut Vec<(u32, Ring)>, w: &mut Writer<_>, failed: &mut Option<pd::Error>| {
             for (_, r) in rings.iter_mut() {
                 r.read_held(|rec| match failed {
+                    _ if own.holds(rec) => own_dropped += 1,
                     Some(_) => w.skip_raw(rec),
                     None => {
                         dsos.note_record(rec);
@@ -536,6 +541,9 @@ pub fn run(req: Request<'_>) -> Result<i32> {
             lost.join(", ")
         );
     }
+    if own_dropped > 0 && !req.quiet {
+        eprintln!("tp: {own_dropped} samples of tp's own threads and guard were left out");
+    }
     Ok(status)
 }
 
@@ -549,6 +557,23 @@ fn stopped_by(e: Option<&pd::Error>, out: &std::path::Path) -> String {
         }
         Some((e, _)) => format!("writing {} failed ({e})", out.display()),
         None => format!("writing {}", out.display()),
+    }
+}
+
+/// Which samples are tp's own: a PERF_RECORD_SAMPLE's pid (after the header, the id when
+/// several events share the rings, and the IP) is tp's or its guard's.
+struct OwnSamples {
+    pids: [u32; 2],
+    several: bool,
+}
+
+impl OwnSamples {
+    fn holds(&self, rec: &[u8]) -> bool {
+        const PERF_RECORD_SAMPLE: u32 = 9;
+        let at = 8 + if self.several { 8 } else { 0 } + 8;
+        let u32_at =
+            |i: usize| rec.get(i..i + 4).map(|b| u32::from_ne_bytes(b.try_into().unwrap()));
+        u32_at(0) == Some(PERF_RECORD_SAMPLE) && u32_at(at).is_some_and(|p| self.pids.contains(&p))
     }
 }
 
