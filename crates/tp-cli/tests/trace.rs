@@ -3,7 +3,7 @@
 //! here with gcc and named `tpwork`), and their outputs must be the same. Needs root.
 
 mod common;
-use common::{run, TP};
+use common::{run, Tmp, TP};
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -345,4 +345,38 @@ fn list_every_kind() {
     assert!(sw.lines().all(|l| l.starts_with("software:")), "{sw}");
     let one = run(Command::new(TP).args(["trace", "-l", "t:sched:sched_switch"]));
     assert_eq!(String::from_utf8_lossy(&one.stdout), "tracepoint:sched:sched_switch\n");
+}
+
+/// perf names a BPF program's code in a stack by its KSYMBOL record
+/// (`bpf_prog_<tag>_tp_trace`, in a "DSO" of that name); tp report names it the same way,
+/// not by the kallsyms symbol nearest to it.
+#[test]
+fn bpf_programs_in_perf_stacks_named_as_perf_names_them() {
+    let tmp = Tmp::new("ksym");
+    let data = tmp.path("perf.data");
+    let _t = turn();
+    let t = start(&[TP, "trace", "-e", "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }"]);
+    let frames = |text: &str| -> Vec<String> {
+        text.lines().filter(|l| l.contains("_tp_trace")).map(|l| l.trim().to_string()).collect()
+    };
+    // A sample lands in the program now and then: record until some did.
+    let mut perf = Vec::new();
+    for _ in 0..10 {
+        run(Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(workload())
+            .args(["getppid", "1000000"]));
+        let out = run(Command::new("perf").arg("script").arg("-i").arg(&data));
+        perf = frames(&String::from_utf8_lossy(&out.stdout));
+        if !perf.is_empty() {
+            break;
+        }
+    }
+    t.stop();
+    assert!(!perf.is_empty(), "no sample in tp's program in 10 recordings");
+    assert!(perf[0].contains(" bpf_prog_") && perf[0].ends_with("_tp_trace)"), "{perf:?}");
+    let out = run(Command::new(TP).args(["report", "-i"]).arg(&data));
+    assert_eq!(frames(&String::from_utf8_lossy(&out.stdout)), perf);
 }

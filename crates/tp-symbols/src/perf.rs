@@ -173,6 +173,10 @@ pub struct Symbols {
     /// file of user samples only never reads the kernel's 100,000 lines).
     kallsyms_path: Option<PathBuf>,
     kallsyms: Option<Kallsyms>,
+    /// Kernel code the file's KSYMBOL records name (BPF programs' JIT images): start, end,
+    /// name. perf names an address there by its ksymbol, in a "DSO" of that name, before
+    /// kallsyms (whose nearest symbol the program, long unloaded, is not).
+    ksymbols: Vec<(u64, u64, Rc<str>)>,
     kernel_dso: Rc<str>,
     unknown: Rc<Resolved>,
     /// Build ids the file records (BUILD_ID feature, MMAP2 records), by path.
@@ -230,6 +234,7 @@ impl Symbols {
             symbolizer,
             kallsyms_path: kallsyms,
             kallsyms: None,
+            ksymbols: Vec::new(),
             kernel_dso: "[kernel.kallsyms]".into(),
             unknown: Rc::new(Resolved {
                 name: None,
@@ -274,6 +279,14 @@ impl Symbols {
             // A thread shares its process's mappings; a new process starts with a copy.
             Record::Fork(t, _) if t.pid != t.ppid => self.spaces.fork(t.pid as i32, t.ppid as i32),
             Record::Comm { pid, exec: true, .. } => self.spaces.exec(pid as i32),
+            // A program unloaded keeps its name for the samples recorded before; one loaded
+            // at the same place later replaces it.
+            Record::Ksymbol { addr, len, unregister: false, name, .. } => {
+                let end = addr + len as u64;
+                self.ksymbols.retain(|&(a, e, _)| e <= addr || a >= end);
+                self.ksymbols.push((addr, end, name.into()));
+                self.memo.retain(|&(f, a, _), _| f != KERNEL || a < addr || a >= end);
+            }
             _ => {}
         }
     }
@@ -388,6 +401,16 @@ impl Symbols {
             shown: true,
             lines: String::new(),
         };
+        if let Some((start, _, name)) =
+            self.ksymbols.iter().find(|&&(a, e, _)| (a..e).contains(&addr))
+        {
+            r.name = Some(name.clone());
+            r.offset = addr - start;
+            r.dso = name.clone();
+            let r = Rc::new(r.with_lines(addr));
+            self.memo.insert((KERNEL, addr, false), r.clone());
+            return r;
+        }
         if let Some(p) = self.kallsyms_path.take() {
             match std::fs::read_to_string(&p) {
                 Ok(text) => self.kallsyms = Some(Kallsyms::parse(&text)).filter(|k| !k.is_empty()),

@@ -182,12 +182,25 @@ pub enum Record<'a> {
         next_prev: Option<(u32, u32)>,
         id: SampleId,
     },
+    /// A kernel symbol appeared or went (`unregister`): a BPF program's JIT image
+    /// (`ksym_type` 1, named `bpf_prog_<tag>_<name>`) or trampoline, at `addr`, `len` bytes.
+    Ksymbol {
+        addr: u64,
+        len: u32,
+        ksym_type: u16,
+        unregister: bool,
+        name: &'a str,
+        id: SampleId,
+    },
     /// perf's marker: no record written before it has a time after the ones written
     /// after the previous marker.
     FinishedRound,
     /// Any other record, unparsed.
     Other(RawRecord<'a>),
 }
+
+/// PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER (uapi/linux/perf_event.h): the symbol went away.
+const KSYMBOL_UNREGISTER: u32 = 1;
 
 /// Bounded reads over a record.
 struct Cur<'a> {
@@ -428,6 +441,7 @@ fn parse_inner<'a>(raw: RawRecord<'a>, attr: Option<&EventAttr>) -> Result<Recor
         kind::LOST_SAMPLES => "LOST_SAMPLES record",
         kind::THROTTLE | kind::UNTHROTTLE => "THROTTLE record",
         kind::SWITCH | kind::SWITCH_CPU_WIDE => "SWITCH record",
+        kind::KSYMBOL => "KSYMBOL record",
         kind::FINISHED_ROUND => return Ok(Record::FinishedRound),
         _ => return Ok(Record::Other(raw)),
     };
@@ -496,6 +510,19 @@ fn parse_inner<'a>(raw: RawRecord<'a>, attr: Option<&EventAttr>) -> Result<Recor
             unthrottle: raw.kind == kind::UNTHROTTLE,
             id,
         },
+        kind::KSYMBOL => {
+            let addr = c.u64()?;
+            let len = c.u32()?;
+            let ksym_type = c.u32()?;
+            Record::Ksymbol {
+                addr,
+                len,
+                ksym_type: ksym_type as u16,
+                unregister: (ksym_type >> 16) & KSYMBOL_UNREGISTER != 0,
+                name: super::cstr(c.rest()),
+                id,
+            }
+        }
         _ => {
             let next_prev =
                 if raw.kind == kind::SWITCH_CPU_WIDE { Some((c.u32()?, c.u32()?)) } else { None };
@@ -840,6 +867,15 @@ pub fn encode(record: &Record<'_>, attr: Option<&EventAttr>, out: &mut Vec<u8>) 
                 m |= misc::SWITCH_OUT_PREEMPT;
             }
             (k, m)
+        }
+        Record::Ksymbol { addr, len, ksym_type, unregister, name, ref id } => {
+            put64(out, addr);
+            put32(out, len);
+            let flags = if unregister { KSYMBOL_UNREGISTER } else { 0 };
+            put32(out, ksym_type as u32 | flags << 16);
+            put_str8(out, name);
+            trailer(id, out);
+            (kind::KSYMBOL, 0)
         }
         Record::FinishedRound => (kind::FINISHED_ROUND, 0),
         Record::Other(_) => {
