@@ -23,26 +23,10 @@ pub fn keep_root() {
 /// The user and group tp's files are given: the sudo user's when tp runs as root through
 /// sudo, else none (they stay the creator's).
 pub fn owner() -> Option<(u32, u32)> {
-    if KEEP_ROOT.load(std::sync::atomic::Ordering::Relaxed) || effective_uid() != Some(0) {
+    if KEEP_ROOT.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
     }
-    sudo_user()
-}
-
-/// `SUDO_UID` and `SUDO_GID`, when both are set and the user is not root.
-pub fn sudo_user() -> Option<(u32, u32)> {
-    let num = |k: &str| std::env::var(k).ok()?.trim().parse::<u32>().ok();
-    match (num("SUDO_UID")?, num("SUDO_GID")?) {
-        (0, _) => None,
-        ids => Some(ids),
-    }
-}
-
-/// This process's effective user ID (from `/proc/self/status`: tp-cli has no `unsafe`).
-pub fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    tp_tracefs::process::sudo_user().map(|u| u.ids())
 }
 
 /// Refuse an output tp could not write, before anything is recorded: a directory, a

@@ -103,6 +103,11 @@ pub fn sudo_user() -> Option<SudoUser> {
 }
 
 impl SudoUser {
+    /// (uid, gid).
+    pub fn ids(&self) -> (u32, u32) {
+        (self.creds.uid, self.creds.gid)
+    }
+
     /// tp's environment with HOME, USER and LOGNAME the user's.
     fn environment(&self) -> Vec<CString> {
         let mine = [("HOME", &self.home), ("USER", &self.name), ("LOGNAME", &self.name)];
