@@ -103,6 +103,18 @@ pub struct Options {
     pub pid: Option<u32>,
 }
 
+/// The address of the kernel symbol `name` in `/proc/kallsyms` text (`kaddr()`, resolved when
+/// the program is compiled, as bpftrace does): the first line naming it, `None` when absent
+/// or shown as 0 (addresses hidden from this user).
+pub fn kallsyms_address(kallsyms: &str, name: &str) -> Option<u64> {
+    kallsyms.lines().find_map(|l| {
+        let mut f = l.split_ascii_whitespace();
+        let (addr, _kind, sym) = (f.next()?, f.next()?, f.next()?);
+        let addr = u64::from_str_radix(addr, 16).ok()?;
+        (sym == name && addr != 0).then_some(addr)
+    })
+}
+
 /// Default map size (bpftrace's `BPFTRACE_MAP_KEYS_MAX`).
 pub const MAP_KEYS: u32 = 4096;
 /// Frames kept per stack (`perf_event_max_stack`'s default).
@@ -1389,10 +1401,21 @@ impl<'g> Gen<'g> {
             ExprKind::Call(f, args) => match f.as_str() {
                 "ksym" | "usym" if args.len() == 1 => self.int(&args[0])?,
                 "kaddr" => {
-                    let Some(Expr { kind: ExprKind::Str(_), .. }) = args.first() else {
+                    let Some(Expr { kind: ExprKind::Str(name), .. }) = args.first() else {
                         return Err(Error::semantic(e.pos, "kaddr() takes a symbol name"));
                     };
-                    return Err(Error::semantic(e.pos, "kaddr() is resolved before compiling"));
+                    let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+                    let addr = kallsyms_address(&text, name).ok_or_else(|| {
+                        Error::semantic(
+                            e.pos,
+                            format!(
+                                "kaddr(\"{name}\"): no such kernel symbol with an address in \
+                                 /proc/kallsyms (addresses read as 0 without root or with \
+                                 kernel.kptr_restrict=2)"
+                            ),
+                        )
+                    })?;
+                    self.mov_imm64(R0, addr as i64);
                 }
                 _ => {
                     return Err(Error::semantic(

@@ -82,6 +82,15 @@ fn fake(src: &str) -> tp_bpf::Result<Compiled> {
 mod pure {
     use super::*;
 
+    #[test]
+    fn kaddr_reads_kallsyms_text() {
+        use tp_bpf::codegen::kallsyms_address;
+        let text = "0000000000000000 T hidden\nffffffff81000000 T _text\nffffffff81234560 t vfs_read\nffffffffc0001000 t vfs_read\t[ext4]\n";
+        assert_eq!(kallsyms_address(text, "vfs_read"), Some(0xffffffff81234560));
+        assert_eq!(kallsyms_address(text, "hidden"), None);
+        assert_eq!(kallsyms_address(text, "vfs_rea"), None);
+    }
+
     /// The hot path of a comm-keyed count: the comm read once into the key, its slot in the
     /// per-CPU cache (an array the kernel inlines), the same key there: the count bumped in
     /// place; another: its count written back into the hash, the slot taken. A raw

@@ -109,6 +109,14 @@ impl Tracer {
         out
     }
 
+    /// Wait (at most 120 s) until the output printed so far satisfies `done`.
+    fn wait_for_output(&self, done: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !done(&self.out.lock().unwrap()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Ctrl-C (SIGINT), then its stdout.
     fn stop(self) -> String {
         self.signal(libc::SIGINT)
@@ -272,11 +280,18 @@ fn probe_names_over_sched_wildcards() {
 fn printf_with_str_of_a_data_loc_field() {
     let prog = r#"tracepoint:sched:sched_process_exec /comm == "tpwork"/ { printf("%s exec %s %d|%-8s|%5d\n", comm, str(args->filename), args->pid == pid, "x", 42); }"#;
     let _t = turn();
-    let (bt, tp) = both(prog, &[], 1, || {
-        work(&["getppid", "1"]);
-        work(&["getppid", "1"]);
-    });
     let line = format!("tpwork exec {} 1|x       |   42\n", workload().display());
+    workload();
+    let bt = start(&["bpftrace", "-e", prog]);
+    wait_for_perf_events(bt.child.id(), 1);
+    let tp = start(&[TP, "trace", "-e", prog]);
+    work(&["getppid", "1"]);
+    work(&["getppid", "1"]);
+    // printf lines reach each tracer through its perf ring: stop it once both are printed
+    // (an interrupt right after the load may come before the ring is read).
+    bt.wait_for_output(|o| o.matches(&line).count() >= 2);
+    tp.wait_for_output(|o| o.matches(&line).count() >= 2);
+    let (bt, tp) = (bt.stop(), tp.stop());
     assert_eq!(bt.matches(&line).count(), 2, "bpftrace: {bt}\ntp: {tp}");
     assert_eq!(tp, bt);
 }
@@ -288,6 +303,24 @@ fn interval_with_exit() {
     let tp = start(&[TP, "trace", "-e", prog]).wait();
     assert!(bt.ends_with("@e: 1\n@n: 1\n"), "bpftrace: {bt}");
     assert_eq!(tp, bt);
+}
+
+/// `kaddr()` is the symbol's address from kallsyms, resolved when compiling; an unknown name
+/// is refused before anything is loaded.
+#[test]
+fn kaddr_of_kernel_symbols() {
+    let prog = r#"BEGIN { printf("%lx %d\n", kaddr("vfs_read"), kaddr("do_exit") > 0); exit(); }"#;
+    let bt = start(&["bpftrace", "-e", prog]).wait();
+    let tp = start(&[TP, "trace", "-e", prog]).wait();
+    assert!(bt.contains(" 1\n"), "bpftrace: {bt}");
+    assert_eq!(tp, bt);
+    let out = Command::new(TP)
+        .args(["trace", "-e", r#"BEGIN { @ = kaddr("no_such_symbol_x"); }"#])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no_such_symbol_x"), "{err}");
 }
 
 /// The programs tp loaded, from its fdinfo (`prog_id:` of each BPF program fd).
