@@ -308,12 +308,14 @@ fn c_program_symbols_folded_and_flame_graph_agree_with_perf() {
         "{stacks_in_profile:?}"
     );
 
-    // --top: the spinning function is the hottest, main is in every stack.
+    // --top: the spinning function is the hottest, main is in (nearly) every stack: a
+    // sample taken while ld.so starts the program has none.
     let top = tp_report(&cpu, &["--top"]);
     let rows: Vec<&str> = top.lines().filter(|l| !l.starts_with('#')).collect();
     assert!(rows[0].ends_with(" c"), "{top}");
+    let children = |r: &str| r.split_whitespace().next()?.trim_end_matches('%').parse::<f64>().ok();
     assert!(
-        rows.iter().any(|r| r.trim_start().starts_with("100.00%") && r.ends_with(" main")),
+        rows.iter().any(|r| r.ends_with(" main") && children(r).is_some_and(|c| c >= 95.0)),
         "{top}"
     );
 }
