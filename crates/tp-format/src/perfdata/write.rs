@@ -529,23 +529,8 @@ mod tests {
     /// samples; what was counted but not written is told apart by the stats.
     #[test]
     fn cut_back_keeps_whole_rounds_and_the_features() {
-        let attr = EventAttr {
-            type_: 1,
-            sample_period: 1,
-            sample_type: sample::IP | sample::TID | sample::TIME,
-            ..Default::default()
-        };
-        let attrs = vec![WriterAttr { attr, ids: vec![7], name: "cpu-clock".into() }];
-        let mut w = Writer::new(Cursor::new(Vec::new()), attrs).unwrap();
-        let s = |t: u64| {
-            Record::Sample(Sample {
-                ip: Some(0x1000),
-                pid: Some(1),
-                tid: Some(1),
-                time: Some(t),
-                ..Default::default()
-            })
-        };
+        let mut w = clock_writer();
+        let s = sample_at;
         let mut ends = Vec::new();
         for round in 0..10 {
             for i in 0..10 {
@@ -574,15 +559,8 @@ mod tests {
         assert_eq!(w.stats().samples, 70);
         let (out, stats) = w.finish(&features, None).unwrap();
         assert!(stats.bytes <= limit, "{} > {limit}", stats.bytes);
-        let d = PerfData::open(Cursor::new(out.into_inner())).unwrap();
-        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
-        let mut r = d.records(true).unwrap();
-        let mut times = Vec::new();
-        while let Some(item) = r.next() {
-            if let Record::Sample(s) = item.unwrap().parse().unwrap() {
-                times.push(s.time.unwrap());
-            }
-        }
+        let (times, warnings) = sample_times(out.into_inner());
+        assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(times, (0..70).collect::<Vec<u64>>());
         // A disk that took less than the header, the attrs and the features: an error.
         let attrs = vec![WriterAttr { attr: EventAttr::default(), ids: vec![1], name: "x".into() }];
